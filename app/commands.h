@@ -1,0 +1,25 @@
+// The `relulens` subcommands. Each takes the arguments after its name, prints results to
+// stdout and errors to stderr, and returns the process exit code.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "app/arguments.h"
+#include "core/variants.h"
+
+namespace relulens::app {
+
+int inspectCommand(const std::vector<std::string>& args);
+int trainTokenizerCommand(const std::vector<std::string>& args);
+int initModelCommand(const std::vector<std::string>& args);
+
+// Reads --attention/--h/--a/--ffn over the defaults (the variants the model was trained with).
+core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,
+                                                 const core::RunSpec& defaults);
+// The text of --text or --file (exactly one of them).
+core::Result<std::string> textFromArguments(const Arguments& args);
+
+// Prints "relulens: <message>" to stderr and returns 1.
+int fail(const std::string& message);
+
+}  // namespace relulens::app

@@ -1,0 +1,151 @@
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/commands.h"
+#include "core/capture.h"
+#include "core/capture_json.h"
+#include "core/checkpoint.h"
+#include "core/device.h"
+
+namespace relulens::app {
+
+namespace {
+
+core::Result<std::vector<core::HeadRef>> parseMaps(const std::string& text) {
+    std::vector<core::HeadRef> refs;
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        const auto colon = item.find(':');
+        try {
+            if (colon == std::string::npos) throw std::invalid_argument("no colon");
+            size_t used = 0;
+            const auto layer = std::stoll(item.substr(0, colon), &used);
+            if (used != colon) throw std::invalid_argument("layer");
+            const auto headText = item.substr(colon + 1);
+            const auto head = std::stoll(headText, &used);
+            if (used != headText.size()) throw std::invalid_argument("head");
+            refs.push_back({layer, head});
+        } catch (const std::exception&) {
+            return core::Error{"--maps expects LAYER:HEAD[,LAYER:HEAD...], got '" + item + "'"};
+        }
+    }
+    if (refs.empty()) return core::Error{"--maps needs at least one LAYER:HEAD"};
+    return refs;
+}
+
+std::string visible(const std::string& piece) {
+    std::string out;
+    for (char c : piece) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else out += c;
+    }
+    return out;
+}
+
+void printSummary(const core::CaptureResult& r) {
+    const auto& m = r.model;
+    std::printf("model    %s: %lld layers × %lld heads, d_model %lld, d_ff %lld, vocab %lld, "
+                "trained with attention %s, FFN %s\n",
+                m.name.c_str(), (long long)m.nLayers, (long long)m.nHeads, (long long)m.dModel,
+                (long long)m.dFf, (long long)m.vocabSize, m.trained.attention.label().c_str(),
+                core::ffnKindName(m.trained.ffn).c_str());
+    std::printf("run      attention %s, FFN %s on %s (%s)\n", r.run.attention.label().c_str(),
+                core::ffnKindName(r.run.ffn).c_str(), r.device.c_str(),
+                r.trainedWithRun ? "the variants it was trained with"
+                                 : "NOT the variants it was trained with");
+    std::printf("tokens   %zu:", r.tokens.size());
+    const size_t shown = std::min<size_t>(r.tokens.size(), 40);
+    for (size_t i = 0; i < shown; ++i) std::printf(" %s", visible(r.tokens[i].piece).c_str());
+    if (shown < r.tokens.size()) std::printf(" … (%zu more)", r.tokens.size() - shown);
+    std::printf("\n");
+    const auto rule = core::attentionSparsityRule(r.run.attention, r.tauScale);
+    if (rule.exactZero) {
+        std::printf("sparsity share of visible attention weights exactly 0\n");
+    } else {
+        std::printf("sparsity share of visible attention weights below tau = %g / n_i\n",
+                    r.tauScale);
+    }
+    std::printf("%-6s %-5s %9s %9s %9s %9s\n", "layer", "head", "sparsity", "entropy", "row mass",
+                "top-1");
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+        const auto& layer = r.layers[l];
+        for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
+            const auto& d = layer.attention.heads[h];
+            std::printf("%-6zu %-5zu %9.3f %9.3f %9.3f %9.3f\n", l, h, d.sparsity, d.entropy,
+                        d.rowMass, d.topRatio1);
+        }
+        std::printf("%-6zu %-5s %9.3f   (FFN memory slots, %s)\n", l, "ffn", layer.ffn.sparsity,
+                    layer.ffn.rule.exactZero ? "exact zeros" : "below tau / d_ff");
+    }
+    if (!r.predictions.empty()) {
+        std::printf("next     after '%s':", visible(r.tokens.back().piece).c_str());
+        for (const auto& p : r.predictions.back()) {
+            std::printf(" %s %.3f", visible(p.piece).c_str(), p.probability);
+        }
+        std::printf("\n");
+    }
+    std::printf("time     %.1f ms\n", r.milliseconds);
+}
+
+}  // namespace
+
+int inspectCommand(const std::vector<std::string>& argv) {
+    auto args = Arguments::parse(argv, {{"model"}, {"text"}, {"file"}, {"attention"}, {"h"},
+                                        {"a"}, {"ffn"}, {"device"}, {"json"}, {"maps"},
+                                        {"top-k"}, {"tau"}, {"all-maps", false}});
+    if (!args) return fail(args.error());
+    if (!args->has("model")) return fail("inspect needs --model DIR");
+    auto text = textFromArguments(*args);
+    if (!text) return fail(text.error());
+    auto device = core::selectDevice(args->value("device", "auto"));
+    if (!device) return fail(device.error());
+    auto loaded = core::loadModelFolder(args->value("model"));
+    if (!loaded) return fail(loaded.error());
+    loaded->model.to(*device);
+
+    core::CaptureRequest request;
+    auto run = runSpecFromArguments(*args, loaded->model.config().trained);
+    if (!run) return fail(run.error());
+    request.run = *run;
+    if (args->has("maps")) {
+        auto maps = parseMaps(args->value("maps"));
+        if (!maps) return fail(maps.error());
+        request.maps = *maps;
+    }
+    request.allMaps = args->has("all-maps");
+    auto topK = args->integer("top-k", 5);
+    if (!topK) return fail(topK.error());
+    if (*topK < 1 || *topK > 100) return fail("--top-k must be between 1 and 100");
+    request.topK = int(*topK);
+    auto tau = args->number("tau", 0.1);
+    if (!tau) return fail(tau.error());
+    if (!(*tau > 0) || *tau > 1) return fail("--tau must be in (0, 1]");
+    request.tauScale = *tau;
+    request.slotActivations = false;
+
+    auto result = core::capture(loaded->model, loaded->tokenizer, *text, request);
+    if (!result) return fail(result.error());
+    printSummary(*result);
+    if (args->has("json")) {
+        const std::string path = args->value("json");
+        const std::string temporary = path + ".partial";
+        {
+            std::ofstream out(temporary);
+            if (!out) return fail(path + ": cannot write the file");
+            out << core::captureToJson(*result).dump() << "\n";
+            out.flush();
+            if (!out) return fail(path + ": writing failed");
+        }
+        std::error_code ec;
+        std::filesystem::rename(temporary, path, ec);
+        if (ec) return fail(path + ": " + ec.message());
+        std::printf("json     written to %s\n", path.c_str());
+    }
+    return 0;
+}
+
+}  // namespace relulens::app

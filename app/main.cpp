@@ -1,0 +1,70 @@
+// relulens: the command line (and, from the GUI issue on, the desktop application).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/device.h"
+#include "core/tokenizer.h"
+
+namespace {
+
+const char* kHelp = R"(ReluLens — see inside a transformer and switch its attention from softmax to ReLU.
+
+usage: relulens COMMAND [options]
+
+commands:
+  inspect           run a model on a text and summarise attention, sparsity and predictions
+      --model DIR              model folder (config.json, model.safetensors, tokenizer.model)
+      --text TEXT | --file F   the text to run on
+      --attention V            softmax | relu | relu_len | reluformer | family
+                               (default: the variant the model was trained with)
+      --h H                    family function: relu | relu2 | gelu | softplus | sigmoid
+      --a A                    length exponent of relu_len and family, in [0, 2] (default 1)
+      --ffn V                  relu | gelu | softmax | softmax_ln
+      --device D               auto | cpu | cuda | cuda:N (default auto: CUDA when available)
+      --maps L:H[,L:H...]      add these heads' weights and raw scores to the JSON
+      --all-maps               add every head's weights to the JSON
+      --top-k K                next-token predictions per position (default 5)
+      --tau T                  softmax sparsity threshold scale, tau_i = T / n_i (default 0.1)
+      --json OUT               write everything to OUT as JSON
+  train-tokenizer   train a SentencePiece tokenizer
+      --corpus FILE...  --out FILE.model  [--vocab N (4096)] [--model-type unigram|bpe] [--force]
+  init-model        write a randomly initialised model folder (for tests and as a training start)
+      --tokenizer FILE --out DIR [--layers 2 --heads 2 --d-model 32 --d-ff 64 --context 64]
+      [--attention V --h H --a A --ffn V] [--seed 1] [--dtype f32|f16|bf16] [--name N] [--force]
+      [--init-std S (0.02)] [--perturb-all (also randomise norms, biases and gamma)]
+
+  --version         print the version and the compute back-ends
+  --help            print this help
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+        std::fputs(kHelp, args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "--version") {
+        relulens::core::configureThreads();
+        std::printf("relulens %s\n%s\n", RELULENS_VERSION,
+                    relulens::core::deviceReport().c_str());
+        auto module = relulens::core::Tokenizer::modulePath();
+        std::printf("tokenizer module: %s\n", module ? module->c_str() : module.error().c_str());
+        return 0;
+    }
+    relulens::core::configureThreads();
+    const std::string command = args[0];
+    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    try {
+        if (command == "inspect") return relulens::app::inspectCommand(rest);
+        if (command == "train-tokenizer") return relulens::app::trainTokenizerCommand(rest);
+        if (command == "init-model") return relulens::app::initModelCommand(rest);
+    } catch (const std::exception& e) {
+        return relulens::app::fail(std::string("internal error: ") + e.what());
+    }
+    return relulens::app::fail("unknown command '" + command + "' (see relulens --help)");
+}

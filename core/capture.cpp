@@ -1,0 +1,119 @@
+#include "core/capture.h"
+
+#include <chrono>
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+namespace relulens::core {
+
+bool sameVariants(const RunSpec& a, const RunSpec& b) {
+    return a.attention == b.attention && a.ffn == b.ffn;
+}
+
+namespace {
+
+std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits, int k,
+                                                    const Tokenizer& tokenizer) {
+    // logits: (L, V)
+    auto probabilities = torch::softmax(logits.to(torch::kFloat32), -1);
+    auto [values, indices] = probabilities.topk(std::min<int64_t>(k, logits.size(-1)), -1);
+    values = values.to(torch::kCPU).contiguous();
+    indices = indices.to(torch::kCPU).contiguous();
+    std::vector<std::vector<Prediction>> out(size_t(logits.size(0)));
+    for (int64_t i = 0; i < values.size(0); ++i) {
+        for (int64_t j = 0; j < values.size(1); ++j) {
+            const int64_t id = indices[i][j].item<int64_t>();
+            out[size_t(i)].push_back({id, tokenizer.piece(id), values[i][j].item<double>()});
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokenizer,
+                              const std::string& text, const CaptureRequest& request,
+                              const std::atomic<bool>* cancel) {
+    const auto& config = model.config();
+    if (text.empty()) return Error{"the text is empty: type or paste something to inspect"};
+    if (auto s = validateAttentionSpec(request.run.attention); !s) return Error{s.error()};
+    for (const auto& ref : request.maps) {
+        if (ref.layer < 0 || ref.layer >= config.nLayers || ref.head < 0 ||
+            ref.head >= config.nHeads) {
+            return Error{"no head " + std::to_string(ref.layer) + ":" + std::to_string(ref.head) +
+                         " (the model has layers 0–" + std::to_string(config.nLayers - 1) +
+                         " and heads 0–" + std::to_string(config.nHeads - 1) + ")"};
+        }
+    }
+    const auto started = std::chrono::steady_clock::now();
+    CaptureResult result;
+    result.model = config;
+    result.run = request.run;
+    result.trainedWithRun = sameVariants(request.run, config.trained);
+    result.tauScale = request.tauScale;
+    result.device = model.device().str();
+    result.tokens = tokenizer.encode(text);
+    if (result.tokens.empty()) return Error{"the text produced no tokens"};
+    const auto L = int64_t(result.tokens.size());
+    if (L > request.maxTokens) {
+        return Error{"the text has " + std::to_string(L) + " tokens; at most " +
+                     std::to_string(request.maxTokens) + " can be inspected at once"};
+    }
+    for (const auto& t : result.tokens) {
+        if (t.id < 0 || t.id >= config.vocabSize) {
+            return Error{"token id " + std::to_string(t.id) + " is outside the model's vocabulary"};
+        }
+    }
+    std::vector<int64_t> ids;
+    for (const auto& t : result.tokens) ids.push_back(t.id);
+
+    torch::NoGradGuard noGrad;
+    auto input = torch::tensor(ids, torch::kLong).view({1, L}).to(model.device());
+    ForwardTrace trace;
+    const bool anyMaps = request.allMaps || !request.maps.empty();
+    trace.options.weights = request.diagnostics || anyMaps;
+    trace.options.scores = anyMaps && request.mapScores;
+    trace.options.headOutputs = request.diagnostics;
+    trace.options.ffn = request.diagnostics || request.slotActivations;
+    auto logits = model.forward(input, request.run, &trace);  // (1, L, V)
+    if (cancel && cancel->load()) return Error{"cancelled"};
+    result.predictions = topPredictions(logits[0], request.topK, tokenizer);
+
+    for (int64_t l = 0; l < config.nLayers; ++l) {
+        if (cancel && cancel->load()) return Error{"cancelled"};
+        const auto& t = trace.layers[size_t(l)];
+        LayerCapture layer;
+        if (request.diagnostics) {
+            const std::string p = "layers." + std::to_string(l) + ".";
+            layer.attention = attentionDiagnostics(
+                t.weights[0], t.headOutputs[0],
+                attentionSparsityRule(request.run.attention, request.tauScale));
+            layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
+            layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
+            layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
+            FfnWeights fw{model.tensor(p + "ffn.w1"),        model.tensor(p + "ffn.b1"),
+                          model.tensor(p + "ffn.w2"),        model.tensor(p + "ffn.b2"),
+                          model.tensor(p + "ffn.ln.weight"), model.tensor(p + "ffn.ln.bias"),
+                          config.normEps};
+            layer.ffn = ffnDiagnostics(t.ffnInput[0], t.slotActivations[0], fw, request.run.ffn,
+                                       request.tauScale);
+            layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
+        }
+        if (request.slotActivations) layer.slotActivations = t.slotActivations[0].to(torch::kCPU);
+        for (int64_t h = 0; h < config.nHeads; ++h) {
+            bool wanted = request.allMaps;
+            for (const auto& ref : request.maps) wanted |= (ref.layer == l && ref.head == h);
+            if (!wanted) continue;
+            HeadMap map{{l, h}, t.weights[0][h].to(torch::kCPU).contiguous(), {}};
+            if (t.scores.defined()) map.scores = t.scores[0][h].to(torch::kCPU).contiguous();
+            result.maps.push_back(std::move(map));
+        }
+        result.layers.push_back(std::move(layer));
+    }
+    result.milliseconds =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+    return result;
+}
+
+}  // namespace relulens::core

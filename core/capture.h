@@ -1,0 +1,70 @@
+// One forward pass on a text, returning a value-type result: tokens, next-token predictions,
+// per-layer diagnostics and whatever maps and activations the request asks for.
+#pragma once
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.h"
+#include "core/error.h"
+#include "core/tokenizer.h"
+#include "core/transformer.h"
+
+namespace relulens::core {
+
+struct HeadRef {
+    int64_t layer = 0;
+    int64_t head = 0;
+};
+
+struct CaptureRequest {
+    RunSpec run;
+    std::vector<HeadRef> maps;   // heads whose weights (and scores) are returned
+    bool allMaps = false;        // every head's weights (layers × heads × L × L floats)
+    bool mapScores = true;       // raw scores alongside the requested maps
+    bool slotActivations = true; // FFN memory-slot activations per layer
+    bool diagnostics = true;
+    int topK = 5;
+    double tauScale = 0.1;       // softmax sparsity threshold τ_i = tauScale / n_i
+    int64_t maxTokens = 16384;
+};
+
+struct HeadMap {
+    HeadRef ref;
+    torch::Tensor weights;  // (L, L) CPU float, masked entries 0
+    torch::Tensor scores;   // (L, L) CPU float, raw q·k/sqrt(d_head) (masked entries included)
+};
+
+struct Prediction {
+    int64_t id = 0;
+    std::string piece;
+    double probability = 0;
+};
+
+struct LayerCapture {
+    AttentionDiagnostics attention;
+    FfnDiagnostics ffn;
+    torch::Tensor slotActivations;  // (L, d_ff) CPU float, when requested
+};
+
+struct CaptureResult {
+    ModelConfig model;
+    RunSpec run;
+    bool trainedWithRun = false;  // the run's variants are the ones the weights were trained with
+    std::string device;
+    double tauScale = 0.1;
+    std::vector<Token> tokens;
+    std::vector<std::vector<Prediction>> predictions;  // per position, next-token top-k
+    std::vector<LayerCapture> layers;
+    std::vector<HeadMap> maps;
+    double milliseconds = 0;  // forward pass and capture
+};
+
+bool sameVariants(const RunSpec& a, const RunSpec& b);
+
+// Fails with a readable message on empty text, too many tokens, a bad head or cancellation.
+Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokenizer,
+                              const std::string& text, const CaptureRequest& request,
+                              const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace relulens::core

@@ -1,0 +1,116 @@
+#include "core/capture_json.h"
+
+namespace relulens::core {
+
+using nlohmann::json;
+
+namespace {
+
+json buckets(const std::vector<VarianceBucket>& list, const char* lowKey, const char* highKey) {
+    json out = json::array();
+    for (const auto& b : list) out.push_back({{lowKey, b.nLow}, {highKey, b.nHigh}, {"variance", b.variance}});
+    return out;
+}
+
+// Causal map rows as ragged arrays: row i holds keys 0..i, the entries it can see.
+json raggedRows(const torch::Tensor& map) {
+    auto m = map.to(torch::kFloat32).contiguous();
+    json rows = json::array();
+    for (int64_t i = 0; i < m.size(0); ++i) {
+        const float* row = m[i].data_ptr<float>();
+        rows.push_back(std::vector<float>(row, row + i + 1));
+    }
+    return rows;
+}
+
+json sparsityRule(const SparsityRule& rule, const char* tauOf) {
+    json r = {{"exact_zero", rule.exactZero}};
+    if (!rule.exactZero) {
+        r["tau_scale"] = rule.tauScale;
+        r["tau"] = std::string("tau_scale / ") + tauOf;
+    }
+    return r;
+}
+
+}  // namespace
+
+json runSpecToJson(const RunSpec& run) {
+    json attention = {{"variant", run.attention.name()}, {"label", run.attention.label()}};
+    if (run.attention.kind == AttentionKind::Family) {
+        attention["h"] = familyFunctionName(run.attention.h);
+    }
+    if (run.attention.kind == AttentionKind::Family ||
+        run.attention.kind == AttentionKind::ReluLen) {
+        attention["a"] = run.attention.a;
+    }
+    return {{"attention", attention}, {"ffn", ffnKindName(run.ffn)}};
+}
+
+json captureToJson(const CaptureResult& r) {
+    json out;
+    out["model"] = configToJson(r.model);
+    out["run"] = runSpecToJson(r.run);
+    out["run"]["device"] = r.device;
+    out["run"]["trained_with_this_variant"] = r.trainedWithRun;
+    out["run"]["tau_scale"] = r.tauScale;
+    out["run"]["milliseconds"] = r.milliseconds;
+
+    json tokens = json::array();
+    for (const auto& t : r.tokens) {
+        tokens.push_back({{"id", t.id}, {"piece", t.piece}, {"start", t.start}, {"end", t.end}});
+    }
+    out["tokens"] = tokens;
+
+    const SparsityRule attentionRule = attentionSparsityRule(r.run.attention, r.tauScale);
+    json layers = json::array();
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+        const auto& layer = r.layers[l];
+        json heads = json::array();
+        for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
+            const auto& d = layer.attention.heads[h];
+            heads.push_back({{"head", h},
+                             {"sparsity", d.sparsity},
+                             {"entropy", d.entropy},
+                             {"row_mass", d.rowMass},
+                             {"row_mass_std", d.rowMassStd},
+                             {"top_ratio", d.topRatio1},
+                             {"top_ratio_1pct", d.topRatio1pct},
+                             {"output_variance", d.outputVariance},
+                             {"empty_rows", d.emptyRows},
+                             {"distance_profile", d.distanceProfile}});
+        }
+        json ffn = {{"sparsity", layer.ffn.sparsity},
+                    {"sparsity_rule", sparsityRule(layer.ffn.rule, "d_ff")},
+                    {"output_variance", layer.ffn.outputVariance},
+                    {"output_variance_by_slots", buckets(layer.ffn.outputVarianceBySlots,
+                                                         "slots_from", "slots_to")}};
+        layers.push_back({{"layer", l},
+                          {"sparsity_rule", sparsityRule(attentionRule, "n_i")},
+                          {"heads", heads},
+                          {"output_variance_by_n",
+                           buckets(layer.attention.outputVarianceByN, "n_from", "n_to")},
+                          {"ffn", ffn}});
+    }
+    out["layers"] = layers;
+
+    json predictions = json::array();
+    for (size_t i = 0; i < r.predictions.size(); ++i) {
+        json top = json::array();
+        for (const auto& p : r.predictions[i]) {
+            top.push_back({{"id", p.id}, {"piece", p.piece}, {"probability", p.probability}});
+        }
+        predictions.push_back({{"position", i}, {"top", top}});
+    }
+    out["predictions"] = predictions;
+
+    json maps = json::array();
+    for (const auto& m : r.maps) {
+        json entry = {{"layer", m.ref.layer}, {"head", m.ref.head}, {"weights", raggedRows(m.weights)}};
+        if (m.scores.defined()) entry["scores"] = raggedRows(m.scores);
+        maps.push_back(entry);
+    }
+    out["maps"] = maps;
+    return out;
+}
+
+}  // namespace relulens::core

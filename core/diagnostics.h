@@ -1,0 +1,62 @@
+// The per-head and per-layer diagnostics of PAPERS.md, computed from captured tensors.
+#pragma once
+#include <vector>
+
+#include "core/ffn.h"
+#include "core/torch_include.h"
+#include "core/variants.h"
+
+namespace relulens::core {
+
+// How sparsity is counted: ReLU-based weights count exact zeros; others (softmax, gelu,
+// softplus, sigmoid) count entries below τ_i = tauScale / n_i, and every view names τ.
+struct SparsityRule {
+    bool exactZero = true;
+    double tauScale = 0.1;
+};
+
+struct HeadDiagnostics {
+    double sparsity = 0;        // share of visible entries counted sparse
+    double rowMass = 0;         // mean over rows of Σ_j α_ij
+    double rowMassStd = 0;      // its spread over rows
+    double entropy = 0;         // mean row entropy (nats) after normalising rows to sum 1
+    double topRatio1 = 0;       // mean share of row mass in the top entry
+    double topRatio1pct = 0;    // ... in the top ceil(1 % of n_i) entries
+    double outputVariance = 0;  // variance of the head's output α·v
+    int64_t emptyRows = 0;      // rows whose mass is exactly 0 (left out of entropy/top ratio)
+    std::vector<double> distanceProfile;  // mean weight at query–key distance 0..L-1
+};
+
+struct VarianceBucket {
+    int64_t nLow = 0, nHigh = 0;  // rows with nLow <= n_i <= nHigh (or slots 1..nHigh)
+    double variance = 0;
+};
+
+struct AttentionDiagnostics {
+    std::vector<HeadDiagnostics> heads;
+    torch::Tensor rowSparsity;  // (H, L) per query token
+    torch::Tensor rowEntropy;   // (H, L)
+    torch::Tensor rowMass;      // (H, L)
+    std::vector<VarianceBucket> outputVarianceByN;  // mean over heads, power-of-two buckets of n
+};
+
+struct FfnDiagnostics {
+    double sparsity = 0;   // share of slot activations counted sparse
+    SparsityRule rule;     // exact zeros for relu; below tauScale / d_ff otherwise
+    double outputVariance = 0;
+    std::vector<VarianceBucket> outputVarianceBySlots;  // memory restricted to the first N slots
+    torch::Tensor tokenSparsity;  // (L)
+};
+
+SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale);
+
+// weights: (H, L, L) causal; headOutputs: (H, L, d_head) or undefined.
+AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,
+                                          const torch::Tensor& headOutputs,
+                                          const SparsityRule& rule);
+
+// ffnInput: (L, d) layer-normed input; slots: (L, d_ff) activations.
+FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor& slots,
+                              const FfnWeights& weights, FfnKind kind, double tauScale);
+
+}  // namespace relulens::core

@@ -1,0 +1,27 @@
+#include "core/ffn.h"
+
+namespace relulens::core {
+
+torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind) {
+    switch (kind) {
+        case FfnKind::Relu: return torch::relu(torch::linear(x, w.w1, w.b1));
+        case FfnKind::Gelu: return torch::gelu(torch::linear(x, w.w1, w.b1));
+        case FfnKind::Softmax:
+        case FfnKind::SoftmaxLn: return torch::softmax(torch::linear(x, w.w1), -1);
+    }
+    return x;
+}
+
+torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind kind) {
+    switch (kind) {
+        case FfnKind::Relu:
+        case FfnKind::Gelu: return torch::linear(slots, w.w2, w.b2);
+        case FfnKind::Softmax: return torch::linear(slots, w.w2);
+        case FfnKind::SoftmaxLn:
+            return torch::layer_norm(torch::linear(slots, w.w2), {w.w2.size(0)}, w.lnW, w.lnB,
+                                     w.eps);
+    }
+    return slots;
+}
+
+}  // namespace relulens::core

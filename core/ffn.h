@@ -1,0 +1,26 @@
+// The feed-forward block as a key-value memory (PAPERS.md): keys W1 (d_ff, d), values W2ᵀ.
+#pragma once
+#include "core/torch_include.h"
+#include "core/variants.h"
+
+namespace relulens::core {
+
+struct FfnWeights {
+    torch::Tensor w1;      // (d_ff, d)
+    torch::Tensor b1;      // (d_ff)
+    torch::Tensor w2;      // (d, d_ff)
+    torch::Tensor b2;      // (d)
+    torch::Tensor lnW;     // (d) layer norm after the memory, softmax_ln only
+    torch::Tensor lnB;     // (d)
+    double eps = 1e-5;
+};
+
+// Memory-slot activations m = φ(x·W1ᵀ + b1) (softmax variants: softmax over slots of x·W1ᵀ).
+// x: (..., d) -> (..., d_ff)
+torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind);
+
+// Output from slot activations: m·W2ᵀ (+ b2 for relu/gelu; layer norm for softmax_ln).
+// m: (..., d_ff) -> (..., d)
+torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind kind);
+
+}  // namespace relulens::core

@@ -1,0 +1,224 @@
+#include "core/safetensors.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace relulens::core {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u * 1024u * 1024u;
+
+struct DtypeInfo {
+    const char* name;
+    torch::ScalarType scalar;
+    size_t bytes;
+};
+
+const DtypeInfo kDtypes[] = {{"F32", torch::kFloat32, 4},
+                             {"F16", torch::kFloat16, 2},
+                             {"BF16", torch::kBFloat16, 2}};
+
+const DtypeInfo* dtypeByName(const std::string& name) {
+    for (const auto& d : kDtypes) {
+        if (name == d.name) return &d;
+    }
+    return nullptr;
+}
+
+const DtypeInfo& dtypeOf(StorageType type) {
+    switch (type) {
+        case StorageType::F16: return kDtypes[1];
+        case StorageType::BF16: return kDtypes[2];
+        default: return kDtypes[0];
+    }
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+    std::string s;
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "×" : "") + std::to_string(shape[i]);
+    return s.empty() ? "scalar" : s;
+}
+
+struct Entry {
+    std::string name;
+    const DtypeInfo* dtype;
+    std::vector<int64_t> shape;
+    uint64_t begin, end;
+};
+
+Result<Entry> parseEntry(const std::string& path, const std::string& name, const json& value,
+                         uint64_t dataBytes) {
+    const std::string where = path + ": tensor '" + name + "'";
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+        !value.contains("data_offsets")) {
+        return Error{where + " lacks dtype, shape or data_offsets"};
+    }
+    const auto& dtype = value["dtype"];
+    if (!dtype.is_string()) return Error{where + ": dtype must be a string"};
+    Entry e{name, dtypeByName(dtype.get<std::string>()), {}, 0, 0};
+    if (!e.dtype) {
+        return Error{where + " has dtype " + dtype.get<std::string>() +
+                     "; ReluLens reads F32, F16 and BF16"};
+    }
+    const auto& shape = value["shape"];
+    if (!shape.is_array() || shape.size() > 8) return Error{where + ": bad shape"};
+    uint64_t elements = 1;
+    for (const auto& d : shape) {
+        if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 40)) {
+            return Error{where + ": bad shape entry " + d.dump()};
+        }
+        e.shape.push_back(d.get<int64_t>());
+        elements *= d.get<uint64_t>();
+        if (elements > (1ull << 40)) return Error{where + ": shape too large"};
+    }
+    const auto& offsets = value["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
+        return Error{where + ": data_offsets must be two non-negative integers"};
+    }
+    e.begin = offsets[0].get<uint64_t>();
+    e.end = offsets[1].get<uint64_t>();
+    if (e.begin > e.end || e.end > dataBytes) {
+        return Error{where + ": data_offsets [" + std::to_string(e.begin) + ", " +
+                     std::to_string(e.end) + "] lie outside the " + std::to_string(dataBytes) +
+                     " data bytes (file truncated?)"};
+    }
+    if (e.end - e.begin != elements * e.dtype->bytes) {
+        return Error{where + ": shape " + shapeText(e.shape) + " of " + e.dtype->name + " needs " +
+                     std::to_string(elements * e.dtype->bytes) + " bytes, data_offsets give " +
+                     std::to_string(e.end - e.begin)};
+    }
+    return e;
+}
+
+}  // namespace
+
+Result<StorageType> parseStorageType(const std::string& name) {
+    if (name == "f32" || name == "F32") return StorageType::F32;
+    if (name == "f16" || name == "F16") return StorageType::F16;
+    if (name == "bf16" || name == "BF16") return StorageType::BF16;
+    return Error{"unknown storage type '" + name + "' (expected f32, f16 or bf16)"};
+}
+
+Result<SafetensorsFile> readSafetensors(const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) return Error{path + ": cannot open the file"};
+    const uint64_t fileSize = static_cast<uint64_t>(in.tellg());
+    if (fileSize < 8) {
+        return Error{path + ": file is " + std::to_string(fileSize) +
+                     " bytes, too short for a safetensors header"};
+    }
+    in.seekg(0);
+    unsigned char lengthBytes[8];
+    in.read(reinterpret_cast<char*>(lengthBytes), 8);
+    uint64_t headerLength = 0;
+    for (int i = 7; i >= 0; --i) headerLength = (headerLength << 8) | lengthBytes[i];
+    if (headerLength > fileSize - 8) {
+        return Error{path + ": header length " + std::to_string(headerLength) +
+                     " runs past the end of the " + std::to_string(fileSize) + "-byte file"};
+    }
+    if (headerLength > kMaxHeaderBytes) {
+        return Error{path + ": header length " + std::to_string(headerLength) +
+                     " exceeds the 100 MB limit"};
+    }
+    std::string headerText(headerLength, '\0');
+    in.read(headerText.data(), static_cast<std::streamsize>(headerLength));
+    json header;
+    try {
+        header = json::parse(headerText);
+    } catch (const json::parse_error& e) {
+        return Error{path + ": the header is not valid JSON (" + std::string(e.what()) + ")"};
+    }
+    if (!header.is_object()) return Error{path + ": the header is not a JSON object"};
+
+    const uint64_t dataStart = 8 + headerLength;
+    const uint64_t dataBytes = fileSize - dataStart;
+    SafetensorsFile file;
+    std::vector<Entry> entries;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        if (it.key() == "__metadata__") {
+            if (!it.value().is_object()) return Error{path + ": __metadata__ is not an object"};
+            for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+                if (m.value().is_string()) file.metadata[m.key()] = m.value().get<std::string>();
+            }
+            continue;
+        }
+        auto entry = parseEntry(path, it.key(), it.value(), dataBytes);
+        if (!entry) return Error{entry.error()};
+        entries.push_back(std::move(*entry));
+    }
+    auto byBegin = entries;
+    std::sort(byBegin.begin(), byBegin.end(),
+              [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < byBegin.size(); ++i) {
+        if (byBegin[i].begin < byBegin[i - 1].end) {
+            return Error{path + ": tensors '" + byBegin[i - 1].name + "' and '" + byBegin[i].name +
+                         "' overlap"};
+        }
+    }
+    std::vector<char> buffer;
+    for (const auto& e : entries) {
+        buffer.resize(e.end - e.begin);
+        in.seekg(static_cast<std::streamoff>(dataStart + e.begin));
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        if (!in) return Error{path + ": could not read tensor '" + e.name + "'"};
+        auto raw = torch::from_blob(buffer.data(), e.shape,
+                                    torch::TensorOptions().dtype(e.dtype->scalar));
+        file.tensors[e.name] = raw.to(torch::kFloat32).clone();
+    }
+    return file;
+}
+
+Status writeSafetensors(const std::string& path, const TensorMap& tensors, StorageType type,
+                        const std::map<std::string, std::string>& metadata) {
+    const DtypeInfo& dtype = dtypeOf(type);
+    json header = json::object();
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    std::vector<torch::Tensor> ordered;
+    uint64_t offset = 0;
+    for (const auto& [name, tensor] : tensors) {
+        auto data = tensor.detach().to(torch::kCPU).to(dtype.scalar).contiguous();
+        const uint64_t bytes = static_cast<uint64_t>(data.numel()) * dtype.bytes;
+        header[name] = {{"dtype", dtype.name},
+                        {"shape", data.sizes().vec()},
+                        {"data_offsets", {offset, offset + bytes}}};
+        offset += bytes;
+        ordered.push_back(data);
+    }
+    std::string headerText = header.dump();
+    while ((8 + headerText.size()) % 8 != 0) headerText.push_back(' ');  // align data to 8 bytes
+    const std::string temporary = path + ".partial";
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        if (!out) return Error{temporary + ": cannot write the file"};
+        uint64_t length = headerText.size();
+        unsigned char lengthBytes[8];
+        for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
+        out.write(reinterpret_cast<const char*>(lengthBytes), 8);
+        out.write(headerText.data(), static_cast<std::streamsize>(headerText.size()));
+        for (const auto& data : ordered) {
+            out.write(static_cast<const char*>(data.data_ptr()),
+                      static_cast<std::streamsize>(data.numel() * dtype.bytes));
+        }
+        out.flush();
+        if (!out) {
+            std::remove(temporary.c_str());
+            return Error{path + ": writing failed (disk full?)"};
+        }
+    }
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+        std::remove(temporary.c_str());
+        return Error{path + ": could not replace the file"};
+    }
+    return {};
+}
+
+}  // namespace relulens::core

@@ -1,0 +1,235 @@
+// SentencePiece is never linked into ReluLens. Debian's libsentencepiece carries a private
+// protobuf that clashes with the one LibTorch loads, crashing the process before main().
+// The module is loaded with RTLD_LOCAL | RTLD_DEEPBIND so each side keeps its own protobuf.
+#include "core/tokenizer.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "core/sentencepiece_module/spm_api.h"
+
+namespace relulens::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModuleName = "librelulens_spm.so";
+
+struct Api {
+    void* library = nullptr;
+    std::string path;
+    std::string error;
+    decltype(&rl_spm_load) load = nullptr;
+    decltype(&rl_spm_free) free = nullptr;
+    decltype(&rl_spm_vocab_size) vocabSize = nullptr;
+    decltype(&rl_spm_id_to_piece) idToPiece = nullptr;
+    decltype(&rl_spm_is_byte) isByte = nullptr;
+    decltype(&rl_spm_encode) encode = nullptr;
+    decltype(&rl_spm_free_tokens) freeTokens = nullptr;
+    decltype(&rl_spm_decode) decode = nullptr;
+    decltype(&rl_spm_free_string) freeString = nullptr;
+    decltype(&rl_spm_train) train = nullptr;
+};
+
+std::vector<fs::path> candidatePaths() {
+    std::vector<fs::path> paths;
+    if (const char* env = std::getenv("RELULENS_SPM_MODULE")) paths.emplace_back(env);
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const fs::path dir = exe.parent_path();
+        paths.push_back(dir / kModuleName);
+        paths.push_back(dir / ".." / "lib" / "relulens" / kModuleName);
+        paths.push_back(dir / ".." / "bin" / kModuleName);
+    }
+    return paths;
+}
+
+template <typename F>
+bool resolve(Api& api, F& target, const char* symbol) {
+    target = reinterpret_cast<F>(dlsym(api.library, symbol));
+    if (!target) api.error = api.path + ": missing symbol " + symbol;
+    return target != nullptr;
+}
+
+const Api& api() {
+    static Api instance;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        std::string tried;
+        for (const auto& candidate : candidatePaths()) {
+            std::error_code ec;
+            if (!fs::exists(candidate, ec)) {
+                tried += " " + candidate.lexically_normal().string();
+                continue;
+            }
+            instance.path = fs::canonical(candidate, ec).string();
+            instance.library = dlopen(instance.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+            if (!instance.library) {
+                instance.error = std::string("cannot load the tokenizer module: ") + dlerror();
+                return;
+            }
+            auto versionFn =
+                reinterpret_cast<decltype(&rl_spm_api_version)>(dlsym(instance.library, "rl_spm_api_version"));
+            if (!versionFn || versionFn() != RL_SPM_API_VERSION) {
+                instance.error = instance.path + ": tokenizer module has the wrong interface version";
+                dlclose(instance.library);
+                instance.library = nullptr;
+                return;
+            }
+            bool ok = resolve(instance, instance.load, "rl_spm_load") &&
+                      resolve(instance, instance.free, "rl_spm_free") &&
+                      resolve(instance, instance.vocabSize, "rl_spm_vocab_size") &&
+                      resolve(instance, instance.idToPiece, "rl_spm_id_to_piece") &&
+                      resolve(instance, instance.isByte, "rl_spm_is_byte") &&
+                      resolve(instance, instance.encode, "rl_spm_encode") &&
+                      resolve(instance, instance.freeTokens, "rl_spm_free_tokens") &&
+                      resolve(instance, instance.decode, "rl_spm_decode") &&
+                      resolve(instance, instance.freeString, "rl_spm_free_string") &&
+                      resolve(instance, instance.train, "rl_spm_train");
+            if (!ok) {
+                dlclose(instance.library);
+                instance.library = nullptr;
+            }
+            return;
+        }
+        instance.error = std::string("tokenizer module ") + kModuleName +
+                         " not found (looked at:" + tried +
+                         "); set RELULENS_SPM_MODULE to its path";
+    });
+    return instance;
+}
+
+}  // namespace
+
+struct Tokenizer::Handle {
+    rl_spm* model = nullptr;
+    ~Handle() {
+        if (model) api().free(model);
+    }
+};
+
+Result<std::string> Tokenizer::modulePath() {
+    const Api& a = api();
+    if (!a.library) return Error{a.error};
+    return a.path;
+}
+
+Result<Tokenizer> Tokenizer::load(const std::string& modelPath) {
+    const Api& a = api();
+    if (!a.library) return Error{a.error};
+    std::error_code ec;
+    if (!fs::is_regular_file(modelPath, ec)) return Error{modelPath + ": no such file"};
+    char err[512] = {0};
+    rl_spm* model = a.load(modelPath.c_str(), err, sizeof err);
+    if (!model) return Error{modelPath + ": not a SentencePiece model (" + err + ")"};
+    Tokenizer tokenizer;
+    tokenizer.handle_ = std::make_shared<Handle>();
+    tokenizer.handle_->model = model;
+    tokenizer.path_ = modelPath;
+    return tokenizer;
+}
+
+Status Tokenizer::train(const TokenizerTrainOptions& o) {
+    const Api& a = api();
+    if (!a.library) return Error{a.error};
+    if (o.inputs.empty()) return Error{"no corpus files given"};
+    std::string inputs;
+    for (const auto& input : o.inputs) {
+        std::error_code ec;
+        if (!fs::is_regular_file(input, ec)) return Error{input + ": no such file"};
+        inputs += (inputs.empty() ? "" : ",") + input;
+    }
+    std::string prefix = o.outputModel;
+    if (prefix.size() > 6 && prefix.substr(prefix.size() - 6) == ".model") {
+        prefix.resize(prefix.size() - 6);
+    }
+    // identity normalisation and kept whitespace: decode(encode(text)) == text, and offsets
+    // point into the text exactly as typed. Byte fallback covers characters outside the
+    // vocabulary (CJK, emoji) without an unknown token.
+    const std::vector<std::pair<std::string, std::string>> options = {
+        {"input", inputs},
+        {"model_prefix", prefix},
+        {"vocab_size", std::to_string(o.vocabSize)},
+        {"model_type", o.modelType},
+        {"normalization_rule_name", "identity"},
+        {"remove_extra_whitespaces", "false"},
+        {"byte_fallback", "true"},
+        {"character_coverage", "0.9995"},
+        {"split_digits", "true"},
+        {"input_sentence_size", std::to_string(o.maxSentences)},
+        {"shuffle_input_sentence", "true"},
+        {"max_sentence_length", "16384"},
+        {"num_threads", "2"},
+        {"minloglevel", "2"},
+        {"seed_sentencepiece_size", "200000"},
+    };
+    std::vector<const char*> keys, values;
+    for (const auto& [k, v] : options) {
+        keys.push_back(k.c_str());
+        values.push_back(v.c_str());
+    }
+    char err[1024] = {0};
+    if (a.train(keys.data(), values.data(), keys.size(), err, sizeof err) != 0) {
+        return Error{std::string("tokenizer training failed: ") + err};
+    }
+    std::error_code ec;
+    fs::remove(prefix + ".vocab", ec);
+    return {};
+}
+
+std::vector<Token> Tokenizer::encode(const std::string& text) const {
+    const Api& a = api();
+    rl_spm_token* raw = nullptr;
+    size_t count = 0;
+    char err[512] = {0};
+    std::vector<Token> tokens;
+    if (a.encode(handle_->model, text.data(), text.size(), &raw, &count, err, sizeof err) != 0) {
+        return tokens;
+    }
+    tokens.reserve(count);
+    bool previousWasByte = false;
+    for (size_t i = 0; i < count; ++i) {
+        Token token{raw[i].id, piece(raw[i].id), raw[i].begin, raw[i].end};
+        // SentencePiece gives every byte-fallback piece of one character the character's whole
+        // span (or an empty one). Each such piece stands for exactly one byte of the input, so
+        // give it that byte: spans then tile the text and views can map each token to bytes.
+        const bool isByte = a.isByte(handle_->model, raw[i].id) != 0;
+        if (isByte) {
+            token.start = previousWasByte ? tokens.back().end : raw[i].begin;
+            token.end = token.start + 1;
+        }
+        previousWasByte = isByte;
+        tokens.push_back(std::move(token));
+    }
+    a.freeTokens(raw);
+    return tokens;
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+    const Api& a = api();
+    std::vector<int32_t> narrow(ids.begin(), ids.end());
+    char* out = nullptr;
+    size_t len = 0;
+    char err[512] = {0};
+    if (a.decode(handle_->model, narrow.data(), narrow.size(), &out, &len, err, sizeof err) != 0) {
+        return {};
+    }
+    std::string text(out, len);
+    a.freeString(out);
+    return text;
+}
+
+std::string Tokenizer::piece(int64_t id) const {
+    const char* p = api().idToPiece(handle_->model, static_cast<int32_t>(id));
+    return p ? std::string(p) : std::string();
+}
+
+int64_t Tokenizer::vocabSize() const { return api().vocabSize(handle_->model); }
+
+}  // namespace relulens::core

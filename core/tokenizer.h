@@ -1,0 +1,48 @@
+// A SentencePiece tokenizer reached through the dlopen'ed module librelulens_spm.so.
+// Tokens carry byte offsets into the original text so views can map them back to characters.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace relulens::core {
+
+struct Token {
+    int64_t id = 0;
+    std::string piece;  // SentencePiece piece, "▁" marks a preceding space
+    size_t start = 0;   // byte offset of the token's text in the input
+    size_t end = 0;     // one past its last byte
+};
+
+struct TokenizerTrainOptions {
+    std::vector<std::string> inputs;  // text files
+    std::string outputModel;          // path of the .model file to write
+    int vocabSize = 4096;
+    std::string modelType = "unigram";
+    int64_t maxSentences = 2'000'000;
+};
+
+class Tokenizer {
+public:
+    static Result<Tokenizer> load(const std::string& modelPath);
+    static Status train(const TokenizerTrainOptions& options);
+
+    std::vector<Token> encode(const std::string& text) const;
+    std::string decode(const std::vector<int64_t>& ids) const;
+    std::string piece(int64_t id) const;
+    int64_t vocabSize() const;
+    const std::string& path() const { return path_; }
+
+    // Where the module was found (or why not); for --version and error messages.
+    static Result<std::string> modulePath();
+
+private:
+    struct Handle;
+    std::shared_ptr<Handle> handle_;
+    std::string path_;
+};
+
+}  // namespace relulens::core

@@ -1,0 +1,108 @@
+#include "core/variants.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace relulens::core {
+
+std::string attentionKindName(AttentionKind kind) {
+    switch (kind) {
+        case AttentionKind::Softmax: return "softmax";
+        case AttentionKind::Relu: return "relu";
+        case AttentionKind::ReluLen: return "relu_len";
+        case AttentionKind::ReluFormer: return "reluformer";
+        case AttentionKind::Family: return "family";
+    }
+    return "?";
+}
+
+std::string familyFunctionName(FamilyFunction h) {
+    switch (h) {
+        case FamilyFunction::Relu: return "relu";
+        case FamilyFunction::Relu2: return "relu2";
+        case FamilyFunction::Gelu: return "gelu";
+        case FamilyFunction::Softplus: return "softplus";
+        case FamilyFunction::Sigmoid: return "sigmoid";
+    }
+    return "?";
+}
+
+std::string ffnKindName(FfnKind kind) {
+    switch (kind) {
+        case FfnKind::Relu: return "relu";
+        case FfnKind::Gelu: return "gelu";
+        case FfnKind::Softmax: return "softmax";
+        case FfnKind::SoftmaxLn: return "softmax_ln";
+    }
+    return "?";
+}
+
+Result<AttentionKind> parseAttentionKind(const std::string& name) {
+    for (auto kind : {AttentionKind::Softmax, AttentionKind::Relu, AttentionKind::ReluLen,
+                      AttentionKind::ReluFormer, AttentionKind::Family}) {
+        if (attentionKindName(kind) == name) return kind;
+    }
+    return Error{"unknown attention variant '" + name +
+                 "' (expected softmax, relu, relu_len, reluformer or family)"};
+}
+
+Result<FamilyFunction> parseFamilyFunction(const std::string& name) {
+    for (auto h : {FamilyFunction::Relu, FamilyFunction::Relu2, FamilyFunction::Gelu,
+                   FamilyFunction::Softplus, FamilyFunction::Sigmoid}) {
+        if (familyFunctionName(h) == name) return h;
+    }
+    return Error{"unknown family function '" + name +
+                 "' (expected relu, relu2, gelu, softplus or sigmoid)"};
+}
+
+Result<FfnKind> parseFfnKind(const std::string& name) {
+    for (auto kind : {FfnKind::Relu, FfnKind::Gelu, FfnKind::Softmax, FfnKind::SoftmaxLn}) {
+        if (ffnKindName(kind) == name) return kind;
+    }
+    return Error{"unknown FFN variant '" + name +
+                 "' (expected relu, gelu, softmax or softmax_ln)"};
+}
+
+Status validateAttentionSpec(const AttentionSpec& spec) {
+    if (!std::isfinite(spec.a) || spec.a < 0.0 || spec.a > 2.0) {
+        char buffer[96];
+        std::snprintf(buffer, sizeof buffer, "length exponent a = %g is outside [0, 2]", spec.a);
+        return Error{buffer};
+    }
+    return {};
+}
+
+std::string AttentionSpec::name() const { return attentionKindName(kind); }
+
+std::string AttentionSpec::label() const {
+    char buffer[96];
+    switch (kind) {
+        case AttentionKind::ReluLen:
+            if (a == 1.0) return "relu_len";
+            std::snprintf(buffer, sizeof buffer, "relu_len(a=%.2f)", a);
+            return buffer;
+        case AttentionKind::Family:
+            std::snprintf(buffer, sizeof buffer, "family(%s, a=%.2f)",
+                          familyFunctionName(h).c_str(), a);
+            return buffer;
+        default: return name();
+    }
+}
+
+bool AttentionSpec::hasExactZeros() const {
+    switch (kind) {
+        case AttentionKind::Softmax: return false;
+        case AttentionKind::Family:
+            return h == FamilyFunction::Relu || h == FamilyFunction::Relu2;
+        default: return true;
+    }
+}
+
+bool AttentionSpec::operator==(const AttentionSpec& other) const {
+    if (kind != other.kind) return false;
+    if (kind == AttentionKind::Family) return h == other.h && a == other.a;
+    if (kind == AttentionKind::ReluLen) return a == other.a;
+    return true;
+}
+
+}  // namespace relulens::core
