@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Independent NumPy implementation of the ReluLens forward pass (PAPERS.md formulas).
+
+Writes tests/data/tiny_reference.json, against which test_reference_model checks the C++ engine:
+token ids from SentencePiece's own `spm_encode` tool, and for several attention/FFN variants the
+final logits, one head's attention map and some memory-slot activations. Shares no code with the
+C++ implementation. Run from the repository root:  python3 tests/reference/reference_forward.py
+"""
+import json
+import math
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+MODEL = "tests/data/tiny"
+OUT = "tests/data/tiny_reference.json"
+TEXT = "It is a truth universally acknowledged, café 🙂 that she"
+
+SPECS = [
+    {"attention": "softmax", "ffn": "relu"},
+    {"attention": "relu", "ffn": "relu"},
+    {"attention": "relu_len", "a": 1.0, "ffn": "relu"},
+    {"attention": "relu_len", "a": 0.5, "ffn": "gelu"},
+    {"attention": "reluformer", "ffn": "relu"},
+    {"attention": "family", "h": "relu2", "a": 1.5, "ffn": "softmax"},
+    {"attention": "family", "h": "gelu", "a": 1.0, "ffn": "softmax_ln"},
+    {"attention": "family", "h": "softplus", "a": 0.0, "ffn": "relu"},
+    {"attention": "family", "h": "sigmoid", "a": 2.0, "ffn": "gelu"},
+    {"attention": "softmax", "ffn": "softmax_ln"},
+]
+MAP_LAYER, MAP_HEAD = 1, 1
+SLOT_LAYER, SLOT_TOKEN = 0, 5
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", "the reference reads f32 fixtures only"
+        b, e = info["data_offsets"]
+        tensors[name] = np.frombuffer(data[b:e], dtype="<f4").astype(np.float64).reshape(info["shape"])
+    return tensors
+
+
+erf = np.vectorize(math.erf)
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def softplus(x):
+    return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def softmax(x):
+    z = x - x.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def rotary(x, base):
+    # x: (H, L, dh); pairs (i, i + dh/2) rotate by position * base^(-2i/dh)
+    H, L, dh = x.shape
+    half = dh // 2
+    inv = base ** (-np.arange(half) * 2.0 / dh)
+    ang = np.arange(L)[:, None] * inv[None, :]
+    c, s = np.cos(ang), np.sin(ang)
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], axis=-1)
+
+
+def attention_weights(s, spec, gamma):
+    # s: (H, L, L) scores. Row i sees keys 0..i, n_i = i + 1. Loops written out per entry.
+    H, L, _ = s.shape
+    w = np.zeros_like(s)
+    v = spec["attention"]
+    for h in range(H):
+        for i in range(L):
+            n = i + 1
+            row = s[h, i, :n]
+            if v == "softmax":
+                w[h, i, :n] = softmax(row)
+            elif v == "relu":
+                w[h, i, :n] = relu(row)
+            elif v == "relu_len":
+                w[h, i, :n] = relu(row) / n ** spec["a"]
+            elif v == "reluformer":
+                w[h, i, :n] = relu(row) / (gamma[h] * math.sqrt(n / 2.0))
+            elif v == "family":
+                fn = {"relu": relu, "relu2": lambda x: relu(x) ** 2, "gelu": gelu,
+                      "softplus": softplus, "sigmoid": sigmoid}[spec["h"]]
+                w[h, i, :n] = fn(row) / n ** spec["a"]
+    return w
+
+
+def forward(t, cfg, ids, spec):
+    d, H = cfg["d_model"], cfg["n_heads"]
+    dh = d // H
+    eps = cfg["norm_eps"]
+    x = t["tok_emb.weight"][ids]
+    L = len(ids)
+    capture = {}
+    for l in range(cfg["n_layers"]):
+        p = f"layers.{l}."
+        h = layer_norm(x, t[p + "ln1.weight"], t[p + "ln1.bias"], eps)
+        q = (h @ t[p + "attn.wq"].T).reshape(L, H, dh).transpose(1, 0, 2)
+        k = (h @ t[p + "attn.wk"].T).reshape(L, H, dh).transpose(1, 0, 2)
+        v = (h @ t[p + "attn.wv"].T).reshape(L, H, dh).transpose(1, 0, 2)
+        q, k = rotary(q, cfg["rope_base"]), rotary(k, cfg["rope_base"])
+        s = q @ k.transpose(0, 2, 1) / math.sqrt(dh)
+        w = attention_weights(s, spec, t[p + "attn.gamma"])
+        o = (w @ v).transpose(1, 0, 2).reshape(L, d)
+        x = x + o @ t[p + "attn.wo"].T
+        f = layer_norm(x, t[p + "ln2.weight"], t[p + "ln2.bias"], eps)
+        ffn = spec["ffn"]
+        if ffn in ("relu", "gelu"):
+            pre = f @ t[p + "ffn.w1"].T + t[p + "ffn.b1"]
+            m = relu(pre) if ffn == "relu" else gelu(pre)
+            out = m @ t[p + "ffn.w2"].T + t[p + "ffn.b2"]
+        else:
+            m = softmax(f @ t[p + "ffn.w1"].T)
+            out = m @ t[p + "ffn.w2"].T
+            if ffn == "softmax_ln":
+                out = layer_norm(out, t[p + "ffn.ln.weight"], t[p + "ffn.ln.bias"], eps)
+        x = x + out
+        if l == MAP_LAYER:
+            capture["map"] = w[MAP_HEAD]
+        if l == SLOT_LAYER:
+            capture["slots"] = m[SLOT_TOKEN]
+    x = layer_norm(x, t["ln_f.weight"], t["ln_f.bias"], eps)
+    logits = x @ t["tok_emb.weight"].T
+    return logits, capture
+
+
+def rounded(a):
+    return [float(f"{v:.8g}") for v in np.asarray(a).ravel()]
+
+
+def main():
+    cfg = json.load(open(f"{MODEL}/config.json"))
+    t = read_safetensors(f"{MODEL}/model.safetensors")
+    ids_text = subprocess.run(["spm_encode", f"--model={MODEL}/tokenizer.model", "--output_format=id"],
+                              input=TEXT.encode(), capture_output=True, check=True).stdout.decode()
+    ids = [int(v) for v in ids_text.split()]
+    runs = []
+    for spec in SPECS:
+        logits, cap = forward(t, cfg, ids, spec)
+        m = cap["map"]
+        runs.append({
+            "spec": spec,
+            "last_logits": rounded(logits[-1]),
+            "first_logits": rounded(logits[0]),
+            "map": [rounded(m[i, :i + 1]) for i in range(len(ids))],
+            "slots": rounded(cap["slots"]),
+        })
+        print(spec, "last-position argmax", int(np.argmax(logits[-1])), file=sys.stderr)
+    out = {"text": TEXT, "ids": ids, "map_layer": MAP_LAYER, "map_head": MAP_HEAD,
+           "slot_layer": SLOT_LAYER, "slot_token": SLOT_TOKEN, "runs": runs}
+    with open(OUT, "w") as f:
+        json.dump(out, f, ensure_ascii=False)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+// `relulens` as a user runs it: inspect on the tiny model for every variant, JSON contents,
+// and one-line errors with a non-zero exit for bad input.
+#include <QtTest>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    QString out, err;
+};
+
+Run runRelulens(const QStringList& args) {
+    QProcess process;
+    process.start(QString::fromStdString(relulens::test::binPath("relulens")), args);
+    process.waitForFinished(120000);
+    return {process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1,
+            QString::fromUtf8(process.readAllStandardOutput()),
+            QString::fromUtf8(process.readAllStandardError())};
+}
+
+QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+
+const char* kText = "It is a truth universally acknowledged, that a single man";
+
+}  // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+private Q_SLOTS:
+    void versionAndHelp() {
+        auto version = runRelulens({"--version"});
+        QCOMPARE(version.exitCode, 0);
+        QVERIFY(version.out.startsWith("relulens 0."));
+        QVERIFY(version.out.contains("LibTorch"));
+        QVERIFY(version.out.contains("librelulens_spm.so"));
+        auto help = runRelulens({"--help"});
+        QCOMPARE(help.exitCode, 0);
+        QVERIFY(help.out.contains("inspect"));
+        QVERIFY(help.out.contains("--attention"));
+    }
+
+    void inspectEveryVariant_data() {
+        QTest::addColumn<QStringList>("options");
+        QTest::addColumn<QString>("variant");
+        QTest::addColumn<bool>("exactZeros");
+        QTest::newRow("softmax") << QStringList{"--attention", "softmax"} << "softmax" << false;
+        QTest::newRow("relu") << QStringList{"--attention", "relu"} << "relu" << true;
+        QTest::newRow("relu_len") << QStringList{"--attention", "relu_len"} << "relu_len" << true;
+        QTest::newRow("reluformer") << QStringList{"--attention", "reluformer"} << "reluformer" << true;
+        for (const char* h : {"relu", "relu2", "gelu", "softplus", "sigmoid"}) {
+            const bool exact = QString(h) == "relu" || QString(h) == "relu2";
+            QTest::newRow(qPrintable(QString("family-") + h))
+                << QStringList{"--attention", "family", "--h", h, "--a", "0.5"} << "family" << exact;
+        }
+        for (const char* ffn : {"gelu", "softmax", "softmax_ln"}) {
+            QTest::newRow(qPrintable(QString("ffn-") + ffn))
+                << QStringList{"--ffn", ffn} << "softmax" << false;
+        }
+    }
+
+    void inspectEveryVariant() {
+        QFETCH(QStringList, options);
+        QFETCH(QString, variant);
+        QFETCH(bool, exactZeros);
+        const QString out = dir_.filePath(QString("%1.json").arg(QTest::currentDataTag()));
+        auto run = runRelulens(QStringList{"inspect", "--model", tinyModel(), "--text", kText,
+                                        "--maps", "0:1,1:0", "--json", out} + options);
+        QVERIFY2(run.exitCode == 0, qPrintable(run.err));
+        QVERIFY(run.out.contains("sparsity"));
+        QVERIFY(run.out.contains("next"));
+        std::ifstream in(out.toStdString());
+        const auto j = json::parse(in);
+        QCOMPARE(QString::fromStdString(j["run"]["attention"]["variant"]), variant);
+        QCOMPARE(QString::fromStdString(j["model"]["attention"]["variant"]), QString("softmax"));
+        QCOMPARE(QString::fromStdString(j["model"]["ffn"]), QString("relu"));
+        QCOMPARE(QString::fromStdString(j["run"]["device"]), QString("cpu"));
+        const bool trained = variant == "softmax" && !options.contains("--ffn");
+        QCOMPARE(j["run"]["trained_with_this_variant"].get<bool>(), trained);
+        const auto& tokens = j["tokens"];
+        QVERIFY(tokens.size() > 5);
+        QCOMPARE(tokens[0]["start"].get<int>(), 0);
+        QCOMPARE(tokens.back()["end"].get<size_t>(), std::string(kText).size());
+        QCOMPARE(j["layers"].size(), size_t(2));
+        for (const auto& layer : j["layers"]) {
+            QCOMPARE(layer["sparsity_rule"]["exact_zero"].get<bool>(), exactZeros);
+            QCOMPARE(layer["heads"].size(), size_t(2));
+            for (const auto& head : layer["heads"]) {
+                for (const char* key : {"sparsity", "entropy", "row_mass", "top_ratio"}) {
+                    QVERIFY2(head[key].is_number(), key);
+                }
+                QVERIFY(head["sparsity"].get<double>() >= 0 && head["sparsity"].get<double>() <= 1);
+            }
+            QVERIFY(layer["ffn"]["sparsity"].is_number());
+        }
+        QCOMPARE(j["predictions"].size(), tokens.size());
+        QCOMPARE(j["predictions"][0]["top"].size(), size_t(5));
+        QCOMPARE(j["maps"].size(), size_t(2));
+        QCOMPARE(j["maps"][0]["layer"].get<int>(), 0);
+        QCOMPARE(j["maps"][0]["head"].get<int>(), 1);
+        const auto& weights = j["maps"][1]["weights"];
+        QCOMPARE(weights.size(), tokens.size());
+        for (size_t i = 0; i < weights.size(); ++i) QCOMPARE(weights[i].size(), i + 1);
+        QCOMPARE(j["maps"][1]["scores"].size(), tokens.size());
+        if (variant == "softmax") {
+            for (const auto& row : weights) {
+                double sum = 0;
+                for (double w : row) sum += w;
+                QVERIFY(std::abs(sum - 1.0) < 1e-5);
+            }
+        }
+    }
+
+    void errorsAreOneLineAndNonZero_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("empty text") << QStringList{"inspect", "--model", tinyModel(), "--text", ""}
+                                    << "the text is empty";
+        QTest::newRow("missing folder")
+            << QStringList{"inspect", "--model", "/nonexistent/model", "--text", "hi"}
+            << "/nonexistent/model: no such model folder";
+        QTest::newRow("no text") << QStringList{"inspect", "--model", tinyModel()}
+                                 << "exactly one of --text TEXT or --file FILE";
+        QTest::newRow("bad variant")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "max"}
+            << "unknown attention variant 'max'";
+        QTest::newRow("bad exponent")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention",
+                           "family", "--a", "3"}
+            << "length exponent a = 3 is outside [0, 2]";
+        QTest::newRow("bad head")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--maps", "0:9"}
+            << "no head 0:9";
+        QTest::newRow("bad device")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--device", "tpu"}
+            << "unknown device 'tpu'";
+        QTest::newRow("unknown option") << QStringList{"inspect", "--colour"}
+                                        << "unknown option --colour";
+        QTest::newRow("unknown command") << QStringList{"explain"} << "unknown command 'explain'";
+    }
+
+    void errorsAreOneLineAndNonZero() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, message);
+        auto run = runRelulens(args);
+        QVERIFY(run.exitCode != 0);
+        QVERIFY2(run.err.contains(message), qPrintable(run.err));
+        QCOMPARE(run.err.count('\n'), 1);
+    }
+
+    void corruptSafetensorsIsOneLine() {
+        const QString folder = dir_.filePath("corrupt");
+        QDir().mkpath(folder);
+        for (const char* name : {"config.json", "tokenizer.model"}) {
+            QFile::copy(tinyModel() + "/" + name, folder + "/" + name);
+        }
+        QFile weights(folder + "/model.safetensors");
+        QVERIFY(weights.open(QIODevice::WriteOnly));
+        weights.write(QByteArray("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
+        weights.close();
+        auto run = runRelulens({"inspect", "--model", folder, "--text", "hi"});
+        QVERIFY(run.exitCode != 0);
+        QVERIFY2(run.err.contains("model.safetensors: header length 16 runs past the end"),
+                 qPrintable(run.err));
+        QCOMPARE(run.err.count('\n'), 1);
+    }
+
+    void initModelAndTokenizerCommands() {
+        const QString tokenizer = dir_.filePath("t.model");
+        auto trained = runRelulens({"train-tokenizer", "--corpus",
+                                 QString::fromStdString(relulens::test::dataPath("excerpt.txt")),
+                                 "--vocab", "320", "--out", tokenizer});
+        QVERIFY2(trained.exitCode == 0, qPrintable(trained.err));
+        const QString folder = dir_.filePath("fresh");
+        auto made = runRelulens({"init-model", "--tokenizer", tokenizer, "--out", folder,
+                              "--attention", "reluformer", "--dtype", "f16"});
+        QVERIFY2(made.exitCode == 0, qPrintable(made.err));
+        auto again = runRelulens({"init-model", "--tokenizer", tokenizer, "--out", folder});
+        QVERIFY(again.exitCode != 0);
+        QVERIFY(again.err.contains("--force"));
+        auto inspected = runRelulens({"inspect", "--model", folder, "--text", "Elizabeth"});
+        QVERIFY2(inspected.exitCode == 0, qPrintable(inspected.err));
+        QVERIFY(inspected.out.contains("trained with attention reluformer"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "test_cli.moc"

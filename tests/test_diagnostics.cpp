@@ -1,0 +1,110 @@
+// Diagnostics (PAPERS.md) against hand-worked 3×3 maps.
+#include <QtTest>
+
+#include <cmath>
+
+#include "core/diagnostics.h"
+#include "test_support.h"
+
+using namespace relulens::core;
+
+namespace {
+
+torch::Tensor map(std::vector<float> values) {
+    return torch::tensor(values).view({1, 3, 3});
+}
+
+}  // namespace
+
+class TestDiagnostics : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void reluStyleMap() {
+        // row 0: [0.5]; row 1: [0, 2]; row 2: [1, 1, 0]
+        auto w = map({0.5, 0, 0, 0, 2, 0, 1, 1, 0});
+        auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+        QCOMPARE(d.heads.size(), size_t(1));
+        const auto& h = d.heads[0];
+        QVERIFY(std::abs(h.sparsity - 2.0 / 6.0) < 1e-6);       // 2 of 6 visible entries are 0
+        QVERIFY(std::abs(h.rowMass - 1.5) < 1e-6);              // (0.5 + 2 + 2) / 3
+        QVERIFY(std::abs(h.rowMassStd - std::sqrt(0.5)) < 1e-6);
+        QVERIFY(std::abs(h.entropy - std::log(2.0) / 3.0) < 1e-6);  // rows: 0, 0, ln 2
+        QVERIFY(std::abs(h.topRatio1 - 2.5 / 3.0) < 1e-6);          // 1, 1, 0.5
+        QVERIFY(std::abs(h.topRatio1pct - 2.5 / 3.0) < 1e-6);       // top 1 % is top 1 at n <= 100
+        QCOMPARE(h.emptyRows, int64_t(0));
+        // distance 0: (0.5 + 2 + 0) / 3; distance 1: (0 + 1) / 2; distance 2: 1 / 1
+        QCOMPARE(h.distanceProfile.size(), size_t(3));
+        QVERIFY(std::abs(h.distanceProfile[0] - 2.5 / 3.0) < 1e-6);
+        QVERIFY(std::abs(h.distanceProfile[1] - 0.5) < 1e-6);
+        QVERIFY(std::abs(h.distanceProfile[2] - 1.0) < 1e-6);
+        RL_COMPARE_ROWS(d.rowSparsity, (std::vector<std::vector<double>>{{0, 0.5, 1.0 / 3}}), 1e-6);
+    }
+
+    void emptyRowsAreLeftOutOfEntropy() {
+        auto w = map({0, 0, 0, 0.2f, 0.8f, 0, 0.1f, 0.2f, 0.7f});
+        auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+        const auto& h = d.heads[0];
+        QCOMPARE(h.emptyRows, int64_t(1));
+        const double e1 = -(0.2 * std::log(0.2) + 0.8 * std::log(0.8));
+        const double e2 = -(0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.7 * std::log(0.7));
+        QVERIFY(std::abs(h.entropy - (e1 + e2) / 2) < 1e-6);
+        QVERIFY(std::abs(h.topRatio1 - 0.75) < 1e-6);
+        QVERIFY(std::abs(h.sparsity - 1.0 / 6.0) < 1e-6);
+    }
+
+    void softmaxSparsityUsesTau() {
+        // τ_i = 0.1 / n_i: 0.04 < 0.05 in row 1 and 0.02 < 0.0333 in row 2 count; nothing is 0.
+        auto w = map({1, 0, 0, 0.96f, 0.04f, 0, 0.02f, 0.5f, 0.48f});
+        auto thresholded = attentionDiagnostics(w, torch::Tensor(), SparsityRule{false, 0.1});
+        QVERIFY(std::abs(thresholded.heads[0].sparsity - 2.0 / 6.0) < 1e-6);
+        auto exact = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+        QCOMPARE(exact.heads[0].sparsity, 0.0);
+        // τ scale 1.5: τ = 1.5, 0.75, 0.5 -> 1 (row 0), 0.04, and 0.02, 0.48 (row 2) count.
+        auto wider = attentionDiagnostics(w, torch::Tensor(), SparsityRule{false, 1.5});
+        QVERIFY(std::abs(wider.heads[0].sparsity - 4.0 / 6.0) < 1e-6);
+        auto rule = attentionSparsityRule(AttentionSpec{}, 0.1);
+        QVERIFY(!rule.exactZero);
+    }
+
+    void outputVarianceByRowBuckets() {
+        auto w = map({1, 0, 0, 0.5f, 0.5f, 0, 0.3f, 0.3f, 0.4f});
+        // head outputs (1, 3, 2): rows [1,1], [3,3], [1,1]
+        auto out = torch::tensor({1.0f, 1.0f, 3.0f, 3.0f, 1.0f, 1.0f}).view({1, 3, 2});
+        auto d = attentionDiagnostics(w, out, SparsityRule{false, 0.1});
+        QVERIFY(std::abs(d.heads[0].outputVariance - 8.0 / 9.0) < 1e-6);
+        QCOMPARE(d.outputVarianceByN.size(), size_t(2));
+        QCOMPARE(d.outputVarianceByN[0].nLow, int64_t(1));
+        QCOMPARE(d.outputVarianceByN[0].nHigh, int64_t(1));
+        QVERIFY(std::abs(d.outputVarianceByN[0].variance) < 1e-9);
+        QCOMPARE(d.outputVarianceByN[1].nLow, int64_t(2));
+        QCOMPARE(d.outputVarianceByN[1].nHigh, int64_t(3));
+        QVERIFY(std::abs(d.outputVarianceByN[1].variance - 1.0) < 1e-6);
+    }
+
+    void ffnSparsityAndSlotsSweep() {
+        FfnWeights w;
+        torch::manual_seed(3);
+        w.w1 = torch::randn({40, 4});
+        w.b1 = torch::zeros({40});
+        w.w2 = torch::randn({4, 40});
+        w.b2 = torch::zeros({4});
+        w.lnW = torch::ones({4});
+        w.lnB = torch::zeros({4});
+        auto x = torch::randn({5, 4});
+        auto m = ffnSlotActivations(x, w, FfnKind::Relu);
+        auto d = ffnDiagnostics(x, m, w, FfnKind::Relu, 0.1);
+        const double zeros = (m == 0).sum().item<double>() / double(m.numel());
+        QVERIFY(std::abs(d.sparsity - zeros) < 1e-6);
+        QVERIFY(d.rule.exactZero);
+        // slot counts 16, 32, 40; the last equals the full memory's output variance.
+        QCOMPARE(d.outputVarianceBySlots.size(), size_t(3));
+        QCOMPARE(d.outputVarianceBySlots.back().nHigh, int64_t(40));
+        QVERIFY(std::abs(d.outputVarianceBySlots.back().variance - d.outputVariance) < 1e-6);
+        auto ds = ffnDiagnostics(x, ffnSlotActivations(x, w, FfnKind::Softmax), w,
+                                 FfnKind::Softmax, 0.1);
+        QVERIFY(!ds.rule.exactZero);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDiagnostics)
+#include "test_diagnostics.moc"

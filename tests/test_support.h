@@ -1,0 +1,53 @@
+// Shared helpers for ReluLens tests: data paths and tensor comparisons.
+#pragma once
+#include <QString>
+#include <QtTest>
+
+#include <string>
+#include <vector>
+
+#include "core/torch_include.h"
+
+namespace relulens::test {
+
+inline std::string dataPath(const std::string& name) {
+    return std::string(RELULENS_TEST_DATA) + "/" + name;
+}
+
+inline std::string binPath(const std::string& name) {
+    return std::string(RELULENS_BIN_DIR) + "/" + name;
+}
+
+// Compares a (rows, cols) tensor with expected values written out row by row.
+inline bool matches(const torch::Tensor& actual, const std::vector<std::vector<double>>& expected,
+                    double tolerance, QString* why) {
+    auto a = actual.to(torch::kFloat64).contiguous();
+    if (a.dim() != 2 || a.size(0) != int64_t(expected.size())) {
+        *why = "shape mismatch";
+        return false;
+    }
+    for (size_t i = 0; i < expected.size(); ++i) {
+        if (a.size(1) != int64_t(expected[i].size())) {
+            *why = "row length mismatch";
+            return false;
+        }
+        for (size_t j = 0; j < expected[i].size(); ++j) {
+            const double v = a[int64_t(i)][int64_t(j)].item<double>();
+            if (std::abs(v - expected[i][j]) > tolerance) {
+                *why = QString("entry (%1,%2) is %3, expected %4").arg(i).arg(j).arg(v, 0, 'g', 9)
+                           .arg(expected[i][j], 0, 'g', 9);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace relulens::test
+
+#define RL_COMPARE_ROWS(actual, expected, tol)                         \
+    do {                                                               \
+        QString why_;                                                  \
+        if (!relulens::test::matches((actual), (expected), (tol), &why_)) \
+            QFAIL(qPrintable(why_));                                   \
+    } while (0)
