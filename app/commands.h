@@ -12,6 +12,8 @@ namespace relulens::app {
 int inspectCommand(const std::vector<std::string>& args);
 int trainTokenizerCommand(const std::vector<std::string>& args);
 int initModelCommand(const std::vector<std::string>& args);
+int trainCommand(const std::vector<std::string>& args);
+int evalCommand(const std::vector<std::string>& args);
 
 // Reads --attention/--h/--a/--ffn over the defaults (the variants the model was trained with).
 core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,

@@ -31,6 +31,16 @@ commands:
       --json OUT               write everything to OUT as JSON
   train-tokenizer   train a SentencePiece tokenizer
       --corpus FILE...  --out FILE.model  [--vocab N (4096)] [--model-type unigram|bpe] [--force]
+  train             train a model on a corpus (AdamW, warm-up + cosine decay, clipping)
+      --corpus FILE... --tokenizer FILE --out DIR [--attention V --h H --a A --ffn V]
+      [--layers 4 --heads 4 --d-model 256 --d-ff 1024 --context 256] [--steps 3000]
+      [--batch 16] [--lr 2e-3] [--warmup 200] [--seed 1] [--lambda 0.01 (reluformer regulariser)]
+      [--eval-every 200] [--eval-batches 8] [--checkpoint-every 200] [--validation 0.05]
+      [--dtype f16|bf16|f32] [--name N] [--resume] [--force]
+      Ctrl-C stops cleanly and keeps a checkpoint; --resume continues from it.
+  eval              loss and perplexity at several context lengths
+      --model DIR --corpus FILE... [--context N...] [--split all|validation]
+      [--max-tokens 65536] [--attention V --h H --a A --ffn V] [--device D] [--json OUT]
   init-model        write a randomly initialised model folder (for tests and as a training start)
       --tokenizer FILE --out DIR [--layers 2 --heads 2 --d-model 32 --d-ff 64 --context 64]
       [--attention V --h H --a A --ffn V] [--seed 1] [--dtype f32|f16|bf16] [--name N] [--force]
@@ -63,6 +73,8 @@ int main(int argc, char** argv) {
         if (command == "inspect") return relulens::app::inspectCommand(rest);
         if (command == "train-tokenizer") return relulens::app::trainTokenizerCommand(rest);
         if (command == "init-model") return relulens::app::initModelCommand(rest);
+        if (command == "train") return relulens::app::trainCommand(rest);
+        if (command == "eval") return relulens::app::evalCommand(rest);
     } catch (const std::exception& e) {
         return relulens::app::fail(std::string("internal error: ") + e.what());
     }

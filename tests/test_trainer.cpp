@@ -1,0 +1,161 @@
+// The trainer on a small excerpt: the loss falls, a fixed seed repeats exactly, a stopped run
+// resumes from its checkpoint's step and ends where an unbroken run ends.
+#include <QtTest>
+
+#include <fstream>
+
+#include "core/checkpoint.h"
+#include "core/evaluation.h"
+#include "core/trainer.h"
+#include "test_support.h"
+
+using namespace relulens::core;
+
+namespace {
+
+TrainOptions smallRun(const std::string& out, AttentionKind attention = AttentionKind::Softmax) {
+    TrainOptions o;
+    o.corpus = {relulens::test::dataPath("excerpt.txt")};
+    o.tokenizerPath = relulens::test::dataPath("tiny/tokenizer.model");
+    o.out = out;
+    o.config.name = "trainer-test";
+    o.config.nLayers = 1;
+    o.config.nHeads = 2;
+    o.config.dModel = 32;
+    o.config.dFf = 64;
+    o.config.contextLength = 32;
+    o.config.trained.attention.kind = attention;
+    o.steps = 40;
+    o.batch = 8;
+    o.lr = 1e-2;
+    o.warmup = 5;
+    o.evalEvery = 10;
+    o.evalBatches = 2;
+    o.checkpointEvery = 10;
+    o.storage = StorageType::F32;
+    return o;
+}
+
+std::vector<double> losses(const std::string& folder, std::vector<int64_t>* steps = nullptr) {
+    std::ifstream in(folder + "/train_log.csv");
+    std::string line;
+    std::getline(in, line);  // header
+    std::vector<double> out;
+    while (std::getline(in, line)) {
+        const auto comma = line.find(',');
+        if (steps) steps->push_back(std::stoll(line.substr(0, comma)));
+        out.push_back(std::stod(line.substr(comma + 1)));
+    }
+    return out;
+}
+
+}  // namespace
+
+class TestTrainer : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    std::atomic<bool> never_{false};
+
+    std::string path(const char* name) { return dir_.filePath(name).toStdString(); }
+
+private Q_SLOTS:
+    void learningRateSchedule() {
+        TrainOptions o;
+        o.lr = 1.0;
+        o.warmup = 10;
+        o.steps = 110;
+        o.minLrRatio = 0.1;
+        QCOMPARE(learningRate(o, 5), 0.5);               // halfway through warm-up
+        QCOMPARE(learningRate(o, 10), 1.0);              // peak
+        QVERIFY(std::abs(learningRate(o, 60) - 0.55) < 1e-12);  // cosine midpoint: 0.1 + 0.9/2
+        QVERIFY(std::abs(learningRate(o, 110) - 0.1) < 1e-12);  // floor
+    }
+
+    void lossFallsAndSeedRepeats() {
+        auto first = trainModel(smallRun(path("a")), never_, nullptr);
+        QVERIFY2(first.ok(), first.ok() ? "" : first.error().c_str());
+        auto second = trainModel(smallRun(path("b")), never_, nullptr);
+        QVERIFY(second.ok());
+        const auto a = losses(path("a")), b = losses(path("b"));
+        QCOMPARE(a.size(), size_t(40));
+        QCOMPARE(a, b);  // bit-identical for the same seed
+        // The first batch sits near ln(512) = 6.24; forty steps bring it well below.
+        QVERIFY(a.front() > 6.0);
+        QVERIFY2(a.back() < a.front() - 1.0, qPrintable(QString("%1 -> %2").arg(a.front()).arg(a.back())));
+        QVERIFY(first->finalValidationLoss < 5.5);
+        auto other = smallRun(path("c"));
+        other.seed = 2;
+        QVERIFY(trainModel(other, never_, nullptr).ok());
+        QVERIFY(losses(path("c")) != a);
+
+        // The folder is a loadable model that says how it was trained.
+        auto loaded = loadModelFolder(path("a"));
+        QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().c_str());
+        QCOMPARE(loaded->model.config().trained.attention.kind, AttentionKind::Softmax);
+        QVERIFY(QString::fromStdString(loaded->model.config().description).contains("40 steps"));
+    }
+
+    void refusesToOverwrite() {
+        auto again = trainModel(smallRun(path("a")), never_, nullptr);
+        QVERIFY(!again.ok());
+        QVERIFY(QString::fromStdString(again.error()).contains("--force"));
+    }
+
+    void stopThenResume() {
+        // An unbroken reference run, and one stopped after step 15 and resumed.
+        QVERIFY(trainModel(smallRun(path("whole"), AttentionKind::ReluFormer), never_, nullptr).ok());
+        std::atomic<bool> stop{false};
+        auto stopped = trainModel(smallRun(path("parts"), AttentionKind::ReluFormer), stop,
+                                  [&](const TrainProgress& p) {
+                                      if (p.step == 15) stop = true;
+                                  });
+        QVERIFY(stopped.ok());
+        QVERIFY(stopped->stoppedEarly);
+        QCOMPARE(stopped->steps, int64_t(15));
+        auto options = smallRun(path("parts"), AttentionKind::ReluFormer);
+        options.resume = true;
+        int64_t firstResumed = -1;
+        auto resumed = trainModel(options, never_, [&](const TrainProgress& p) {
+            if (firstResumed < 0) firstResumed = p.step;
+        });
+        QVERIFY2(resumed.ok(), resumed.ok() ? "" : resumed.error().c_str());
+        QCOMPARE(firstResumed, int64_t(16));
+        QCOMPARE(resumed->steps, int64_t(40));
+        std::vector<int64_t> steps;
+        const auto parts = losses(path("parts"), &steps);
+        QCOMPARE(steps.size(), size_t(40));
+        for (size_t i = 0; i < steps.size(); ++i) QCOMPARE(steps[i], int64_t(i + 1));
+        const auto whole = losses(path("whole"));
+        for (size_t i = 0; i < whole.size(); ++i) {
+            QVERIFY2(std::abs(parts[i] - whole[i]) < 1e-5, qPrintable(QString("step %1").arg(i + 1)));
+        }
+        auto finished = trainModel(options, never_, nullptr);
+        QVERIFY(!finished.ok());
+        QVERIFY(QString::fromStdString(finished.error()).contains("already at step 40"));
+    }
+
+    void evaluationMatchesAHandSum() {
+        auto loaded = loadModelFolder(path("a"));
+        QVERIFY(loaded.ok());
+        std::vector<int64_t> tokens;
+        for (int i = 0; i < 41; ++i) tokens.push_back((i * 37) % 512);
+        auto result = evaluateContexts(loaded->model, tokens, {20, 40}, loaded->model.config().trained, 1000);
+        QVERIFY(result.ok());
+        QCOMPARE(result->size(), size_t(2));
+        QCOMPARE((*result)[0].windows, int64_t(2));
+        QCOMPARE((*result)[1].windows, int64_t(1));
+        // Context 40: one window; recompute its mean negative log-likelihood directly.
+        torch::NoGradGuard noGrad;
+        auto ids = torch::tensor(tokens, torch::kLong);
+        auto logits = loaded->model.forward(ids.narrow(0, 0, 40).view({1, 40}),
+                                            loaded->model.config().trained)[0];
+        double nll = 0;
+        auto logp = torch::log_softmax(logits, -1);
+        for (int i = 0; i < 40; ++i) nll -= logp[i][tokens[size_t(i + 1)]].item<double>();
+        QVERIFY(std::abs((*result)[1].loss - nll / 40) < 1e-5);
+        QVERIFY(std::abs((*result)[1].perplexity / std::exp(nll / 40) - 1.0) < 1e-4);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTrainer)
+#include "test_trainer.moc"
