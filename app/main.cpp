@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "app/commands.h"
+#ifdef RELULENS_WITH_GUI
+#include "app/gui.h"
+#endif
 #include "core/device.h"
 #include "core/tokenizer.h"
 
@@ -12,7 +15,9 @@ namespace {
 
 const char* kHelp = R"(ReluLens — see inside a transformer and switch its attention from softmax to ReLU.
 
-usage: relulens COMMAND [options]
+usage: relulens                     open the desktop window (with no display: render the
+                                    main views to PNG files in ./relulens-views)
+       relulens COMMAND [options]
 
 commands:
   inspect           run a model on a text and summarise attention, sparsity and predictions
@@ -46,6 +51,11 @@ commands:
       [--attention V --h H --a A --ffn V] [--seed 1] [--dtype f32|f16|bf16] [--name N] [--force]
       [--init-std S (0.02)] [--perturb-all (also randomise norms, biases and gamma)]
 
+  render            render a view headless, exactly as the window draws it
+      --model DIR (--text TEXT | --file F) --view attention|sparsity|predictions --out FILE
+      (.png, .svg, .pdf or .csv) [--layer L] [--head H|mean] [--query Q] [--log]
+      [--attention V --h H --a A --ffn V --tau T] [--width 1100 --height 850] [--scale S]
+      [--force]
   --version         print the version and the compute back-ends
   --help            print this help
 )";
@@ -54,6 +64,9 @@ commands:
 
 int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
+#ifdef RELULENS_WITH_GUI
+    if (args.empty()) return relulens::app::runGui(argc, argv);
+#endif
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
         std::fputs(kHelp, args.empty() ? stderr : stdout);
         return args.empty() ? 2 : 0;
@@ -75,6 +88,9 @@ int main(int argc, char** argv) {
         if (command == "init-model") return relulens::app::initModelCommand(rest);
         if (command == "train") return relulens::app::trainCommand(rest);
         if (command == "eval") return relulens::app::evalCommand(rest);
+#ifdef RELULENS_WITH_GUI
+        if (command == "render") return relulens::app::renderCommand(argc, argv, rest);
+#endif
     } catch (const std::exception& e) {
         return relulens::app::fail(std::string("internal error: ") + e.what());
     }

@@ -1,0 +1,225 @@
+// The desktop window, offscreen: every view renders, toggling the activation recomputes once
+// and changes the map, a head change does not recompute, the tooltip names the right cell,
+// exports are valid files, and `relulens render` draws the same image as the view.
+#include <QtTest>
+
+#include <QPlainTextEdit>
+#include <QSignalSpy>
+#include <QSvgRenderer>
+
+#include "test_support.h"
+#include "ui/app_state.h"
+#include "ui/attention_map_view.h"
+#include "ui/capture_access.h"
+#include "ui/exportable_view.h"
+#include "ui/inference_worker.h"
+#include "ui/main_window.h"
+#include "ui/sparsity_view.h"
+#include "ui/token_text.h"
+
+using namespace relulens::ui;
+
+namespace {
+
+const QString kText = "It is a truth universally acknowledged, that a single man in possession "
+                      "of a good fortune, must be in want of a wife.";
+
+QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+
+// Distinct colours in an image: a blank or single-colour figure has very few.
+int distinctColours(const QImage& image) {
+    QSet<QRgb> colours;
+    for (int y = 0; y < image.height(); y += 3) {
+        for (int x = 0; x < image.width(); x += 3) colours.insert(image.pixel(x, y));
+    }
+    return colours.size();
+}
+
+QString screenshotDir() {
+    const QString dir = QDir::current().absoluteFilePath("screenshots");
+    QDir().mkpath(dir);
+    return dir;
+}
+
+}  // namespace
+
+class TestGui : public QObject {
+    Q_OBJECT
+    AppState* state_ = nullptr;
+    InferenceController* inference_ = nullptr;
+    MainWindow* window_ = nullptr;
+
+    bool waitForResult() {
+        QSignalSpy spy(state_, &AppState::resultChanged);
+        return spy.wait(20000);
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QCoreApplication::setOrganizationName("ReluLensTest");
+        QCoreApplication::setApplicationName("test_gui");
+        QSettings().clear();
+        state_ = new AppState;
+        state_->setCatalog(ModelCatalog::scan({QFileInfo(tinyModel()).absolutePath()}));
+        inference_ = new InferenceController(state_);
+        state_->setModelFolder(tinyModel());
+        state_->setText(kText);
+        window_ = new MainWindow(state_, inference_);
+        window_->resize(1500, 1000);
+        window_->show();
+        QVERIFY(waitForResult());
+        QVERIFY(state_->result());
+        QCOMPARE(window_->editor()->toPlainText(), kText);
+    }
+
+    void cleanupTestCase() {
+        delete window_;
+        delete inference_;
+        delete state_;
+    }
+
+    void everyViewRenders() {
+        QCOMPARE(window_->views().size(), 3);
+        for (auto* view : window_->views()) {
+            const QImage image = view->renderImage(1.0);
+            QVERIFY2(distinctColours(image) > 20, qPrintable(view->viewName()));
+            QVERIFY(image.save(screenshotDir() + "/" + view->viewName() + ".png"));
+        }
+        QTest::qWait(200);  // let the queued replots run before grabbing the window
+        QVERIFY(window_->grab().save(screenshotDir() + "/window.png"));
+    }
+
+    void toggleRecomputesOnceAndChangesTheMap() {
+        const int before = inference_->computeCount();
+        const auto oldWeights = headWeights(*state_->result(), 0, 0).clone();
+        state_->toggleSoftmaxRelu();  // softmax -> relu_len
+        QVERIFY(waitForResult());
+        QCOMPARE(inference_->computeCount(), before + 1);
+        QCOMPARE(state_->result()->run.attention.kind, relulens::core::AttentionKind::ReluLen);
+        const auto newWeights = headWeights(*state_->result(), 0, 0);
+        QVERIFY(!torch::allclose(oldWeights, newWeights));
+        QVERIFY(state_->provenance().contains("swapped onto weights trained with softmax"));
+        window_->view("attention")->renderImage(1.0).save(screenshotDir() + "/attention_relu_len.png");
+        state_->toggleSoftmaxRelu();
+        QVERIFY(waitForResult());
+        QCOMPARE(inference_->computeCount(), before + 2);
+    }
+
+    void selectionChangesDoNotRecompute() {
+        const int before = inference_->computeCount();
+        state_->setHead(1);
+        state_->setLayer(1);
+        state_->setQueryToken(3);
+        state_->setHead(-1);
+        QTest::qWait(100);
+        QCOMPARE(inference_->computeCount(), before);
+        QVERIFY(!inference_->busy());
+    }
+
+    void tooltipNamesTheCell() {
+        state_->setLayer(1);
+        state_->setHead(0);
+        auto* map = qobject_cast<AttentionMapView*>(window_->view("attention"));
+        QVERIFY(map);
+        const auto& r = *state_->result();
+        const auto weights = headWeights(r, 1, 0);
+        const QString tip = map->tooltipAt(5, 2);
+        QVERIFY2(tip.contains(QString("query 5 ‘%1’").arg(tokenLabel(r, 5))), qPrintable(tip));
+        QVERIFY(tip.contains(QString("key 2 ‘%1’").arg(tokenLabel(r, 2))));
+        QVERIFY(tip.contains(QString("weight %1").arg(weights[5][2].item<double>(), 0, 'g', 6)));
+        QVERIFY(tip.contains("raw score"));
+        QVERIFY(map->tooltipAt(2, 5).contains("masked"));
+        QVERIFY(map->tooltipAt(500, 0).isEmpty());
+    }
+
+    void sparsityViewShowsTheCapture() {
+        auto* view = qobject_cast<SparsityView*>(window_->view("sparsity"));
+        QVERIFY(view);
+        const auto& heads = state_->result()->layers[1].attention.heads;
+        QCOMPARE(view->cellValue(1, 1), heads[1].sparsity);
+    }
+
+    void exportsAreValidFiles() {
+        QTemporaryDir dir;
+        auto* view = window_->view("attention");
+        QString error;
+        QVERIFY2(view->exportTo(dir.filePath("map.png"), 2.0, &error), qPrintable(error));
+        QImage png(dir.filePath("map.png"));
+        QVERIFY(!png.isNull());
+        QCOMPARE(png.width(), view->figureSize().width() * 2);
+        QVERIFY(distinctColours(png) > 20);
+        QVERIFY(view->exportTo(dir.filePath("map.svg"), 1.0, &error));
+        QSvgRenderer svg(dir.filePath("map.svg"));
+        QVERIFY(svg.isValid());
+        QVERIFY(view->exportTo(dir.filePath("map.pdf"), 1.0, &error));
+        QFile pdf(dir.filePath("map.pdf"));
+        QVERIFY(pdf.open(QIODevice::ReadOnly));
+        QVERIFY(pdf.read(5) == "%PDF-");
+        QVERIFY(pdf.size() > 2000);
+        QVERIFY(view->exportTo(dir.filePath("map.csv"), 1.0, &error));
+        QFile csv(dir.filePath("map.csv"));
+        QVERIFY(csv.open(QIODevice::ReadOnly));
+        QVERIFY(csv.readLine().startsWith("query,query_token,key,key_token,weight,raw_score"));
+        // A failing export leaves an existing file as it was.
+        QVERIFY(!view->exportTo("/nonexistent-dir/map.png", 1.0, &error));
+        QVERIFY(error.contains("cannot write"));
+        QVERIFY(!view->exportTo(dir.filePath("map.bmp"), 1.0, &error));
+        QVERIFY(error.contains("unknown format"));
+    }
+
+    void renderCommandDrawsTheSameImage() {
+        state_->setLayer(1);
+        state_->setHead(1);
+        state_->setQueryToken(4);
+        QTemporaryDir dir;
+        const QString out = dir.filePath("render.png");
+        QProcess process;
+        process.start(QString::fromStdString(relulens::test::binPath("relulens")),
+                      {"render", "--model", tinyModel(), "--text", kText, "--view", "attention",
+                       "--layer", "1", "--head", "1", "--query", "4", "--width", "900",
+                       "--height", "700", "--out", out});
+        QVERIFY(process.waitForFinished(60000));
+        QVERIFY2(process.exitCode() == 0, process.readAllStandardError().constData());
+        // The same widget class, at the same size, in this process.
+        AttentionMapView view(state_);
+        view.resize(900, 700);
+        view.setAttribute(Qt::WA_DontShowOnScreen);
+        view.show();
+        view.refresh();
+        const QImage expected = view.renderImage(1.0).convertToFormat(QImage::Format_ARGB32);
+        const QImage actual = QImage(out).convertToFormat(QImage::Format_ARGB32);
+        QCOMPARE(actual.size(), expected.size());
+        int different = 0;
+        for (int y = 0; y < actual.height(); ++y) {
+            for (int x = 0; x < actual.width(); ++x) different += actual.pixel(x, y) != expected.pixel(x, y);
+        }
+        QVERIFY2(different < actual.width() * actual.height() / 200,
+                 qPrintable(QString("%1 pixels differ").arg(different)));
+    }
+
+    void burstsOfEditsCoalesce() {
+        const int before = inference_->computeCount();
+        QString text = "Emma";
+        for (int i = 0; i < 30; ++i) {
+            text += QString(" word%1").arg(i);
+            window_->editor()->setPlainText(text);
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy() && state_->result() &&
+                                     state_->result()->tokens.back().end == size_t(text.toUtf8().size()),
+                                 20000);
+        QVERIFY2(inference_->computeCount() - before <= 3,
+                 qPrintable(QString("%1 computes for one burst").arg(inference_->computeCount() - before)));
+    }
+
+    void emptyTextKeepsTheLastResult() {
+        auto last = state_->result();
+        QSignalSpy errors(state_, &AppState::errorChanged);
+        window_->editor()->setPlainText("");
+        QVERIFY(errors.wait(10000));
+        QVERIFY(state_->error().contains("empty"));
+        QCOMPARE(state_->result(), last);
+    }
+};
+
+QTEST_MAIN(TestGui)
+#include "test_gui.moc"

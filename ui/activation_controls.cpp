@@ -1,0 +1,149 @@
+#include "ui/activation_controls.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSlider>
+#include <QSpinBox>
+
+#include "ui/app_state.h"
+
+namespace relulens::ui {
+
+namespace {
+
+const core::AttentionKind kKinds[] = {core::AttentionKind::Softmax, core::AttentionKind::Relu,
+                                      core::AttentionKind::ReluLen, core::AttentionKind::ReluFormer,
+                                      core::AttentionKind::Family};
+const core::FamilyFunction kFamily[] = {core::FamilyFunction::Relu, core::FamilyFunction::Relu2,
+                                        core::FamilyFunction::Gelu, core::FamilyFunction::Softplus,
+                                        core::FamilyFunction::Sigmoid};
+const core::FfnKind kFfn[] = {core::FfnKind::Relu, core::FfnKind::Gelu, core::FfnKind::Softmax,
+                              core::FfnKind::SoftmaxLn};
+
+QLabel* caption(const QString& text, QWidget* parent) {
+    auto* label = new QLabel(text, parent);
+    label->setStyleSheet("color: #555;");
+    return label;
+}
+
+}  // namespace
+
+ActivationControls::ActivationControls(AppState* state, QWidget* parent)
+    : QWidget(parent), state_(state) {
+    auto* layout = new QHBoxLayout(this);
+    layout->setContentsMargins(4, 2, 4, 2);
+    model_ = new QComboBox(this);
+    model_->setMinimumContentsLength(12);
+    attention_ = new QComboBox(this);
+    attention_->addItems({"softmax", "ReLU", "ReLU ÷ n", "ReLUFormer", "family h(s) ÷ nᵃ"});
+    attention_->setToolTip("Attention activation (Ctrl+T toggles softmax / ReLU ÷ n)");
+    family_ = new QComboBox(this);
+    family_->addItems({"relu", "relu²", "gelu", "softplus", "sigmoid"});
+    exponent_ = new QSlider(Qt::Horizontal, this);
+    exponent_->setRange(0, 200);
+    exponent_->setValue(100);
+    exponent_->setFixedWidth(110);
+    exponentLabel_ = new QLabel("a = 1.00", this);
+    ffn_ = new QComboBox(this);
+    ffn_->addItems({"relu", "gelu", "softmax", "softmax + LN"});
+    mode_ = new QComboBox(this);
+    mode_->addItems({"same weights", "trained variant"});
+    mode_->setToolTip("Same weights: swap the activation on the loaded model.\n"
+                      "Trained variant: switch to the bundled model trained with it.");
+    layer_ = new QSpinBox(this);
+    head_ = new QComboBox(this);
+    layout->addWidget(caption("Model", this));
+    layout->addWidget(model_);
+    layout->addWidget(caption("Attention", this));
+    layout->addWidget(attention_);
+    layout->addWidget(family_);
+    layout->addWidget(exponent_);
+    layout->addWidget(exponentLabel_);
+    layout->addWidget(caption("FFN", this));
+    layout->addWidget(ffn_);
+    layout->addWidget(mode_);
+    layout->addWidget(caption("Layer", this));
+    layout->addWidget(layer_);
+    layout->addWidget(caption("Head", this));
+    layout->addWidget(head_);
+    layout->addStretch();
+
+    auto run = [this] { if (!syncing_) pushRun(); };
+    connect(attention_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
+    connect(family_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
+    connect(ffn_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
+    connect(exponent_, &QSlider::valueChanged, this, run);
+    connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
+        if (!syncing_) state_->setMode(index == 1 ? VariantMode::TrainedVariant : VariantMode::SameWeights);
+    });
+    connect(layer_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int value) {
+        if (!syncing_) state_->setLayer(value);
+    });
+    connect(head_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
+        if (!syncing_ && index >= 0) state_->setHead(index - 1);
+    });
+    connect(model_, qOverload<int>(&QComboBox::activated), this, [this](int index) {
+        const QString folder = model_->itemData(index).toString();
+        if (folder.isEmpty()) {
+            Q_EMIT openModelFolderRequested();
+            syncFromState();
+        } else {
+            state_->setModelFolder(folder);
+        }
+    });
+    connect(state_, &AppState::inputChanged, this, &ActivationControls::syncFromState);
+    connect(state_, &AppState::selectionChanged, this, &ActivationControls::syncFromState);
+    connect(state_, &AppState::resultChanged, this, &ActivationControls::syncFromState);
+    reloadModels();
+}
+
+void ActivationControls::reloadModels() {
+    syncing_ = true;
+    model_->clear();
+    for (const auto& m : state_->catalog()) model_->addItem(m.name, m.folder);
+    model_->addItem("Open model folder…", QString());
+    syncing_ = false;
+    syncFromState();
+}
+
+void ActivationControls::pushRun() {
+    core::RunSpec run = state_->run();
+    run.attention.kind = kKinds[std::max(0, attention_->currentIndex())];
+    run.attention.h = kFamily[std::max(0, family_->currentIndex())];
+    run.attention.a = exponent_->value() / 100.0;
+    run.ffn = kFfn[std::max(0, ffn_->currentIndex())];
+    exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
+    state_->setRun(run);
+}
+
+void ActivationControls::syncFromState() {
+    syncing_ = true;
+    const auto& run = state_->run();
+    for (int i = 0; i < 5; ++i) if (kKinds[i] == run.attention.kind) attention_->setCurrentIndex(i);
+    for (int i = 0; i < 5; ++i) if (kFamily[i] == run.attention.h) family_->setCurrentIndex(i);
+    for (int i = 0; i < 4; ++i) if (kFfn[i] == run.ffn) ffn_->setCurrentIndex(i);
+    exponent_->setValue(int(std::lround(run.attention.a * 100)));
+    exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
+    const bool usesExponent = run.attention.kind == core::AttentionKind::Family ||
+                              run.attention.kind == core::AttentionKind::ReluLen;
+    family_->setVisible(run.attention.kind == core::AttentionKind::Family);
+    exponent_->setVisible(usesExponent);
+    exponentLabel_->setVisible(usesExponent);
+    mode_->setCurrentIndex(state_->mode() == VariantMode::TrainedVariant ? 1 : 0);
+    const int index = model_->findData(state_->modelFolder());
+    if (index >= 0) model_->setCurrentIndex(index);
+    if (auto result = state_->result()) {
+        layer_->setRange(0, int(result->model.nLayers) - 1);
+        if (head_->count() != result->model.nHeads + 1) {
+            head_->clear();
+            head_->addItem("mean");
+            for (int h = 0; h < result->model.nHeads; ++h) head_->addItem(QString::number(h));
+        }
+    }
+    layer_->setValue(state_->layer());
+    head_->setCurrentIndex(state_->head() + 1);
+    syncing_ = false;
+}
+
+}  // namespace relulens::ui

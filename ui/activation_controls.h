@@ -1,0 +1,46 @@
+// The always-visible controls: model picker, attention variant (with family h and exponent a),
+// FFN variant, same-weights / trained-variant mode, layer and head. They edit the AppState and
+// follow it when it changes elsewhere (shortcuts, clicks in views).
+#pragma once
+#include <QWidget>
+
+class QComboBox;
+class QSlider;
+class QSpinBox;
+class QLabel;
+
+namespace relulens::ui {
+
+class AppState;
+
+class ActivationControls : public QWidget {
+    Q_OBJECT
+public:
+    explicit ActivationControls(AppState* state, QWidget* parent = nullptr);
+    QComboBox* attentionBox() const { return attention_; }
+    QComboBox* modelBox() const { return model_; }
+
+Q_SIGNALS:
+    void openModelFolderRequested();
+
+public Q_SLOTS:
+    void syncFromState();
+    void reloadModels();
+
+private:
+    void pushRun();
+
+    AppState* state_;
+    QComboBox* model_;
+    QComboBox* attention_;
+    QComboBox* family_;
+    QSlider* exponent_;
+    QLabel* exponentLabel_;
+    QComboBox* ffn_;
+    QComboBox* mode_;
+    QSpinBox* layer_;
+    QComboBox* head_;
+    bool syncing_ = false;
+};
+
+}  // namespace relulens::ui

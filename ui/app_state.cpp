@@ -1,0 +1,125 @@
+#include "ui/app_state.h"
+
+#include <algorithm>
+
+namespace relulens::ui {
+
+AppState::AppState(QObject* parent) : QObject(parent) {}
+
+void AppState::setText(const QString& text) {
+    if (text == text_) return;
+    text_ = text;
+    Q_EMIT inputChanged();
+}
+
+void AppState::setModelFolder(const QString& folder) {
+    if (folder == modelFolder_) return;
+    modelFolder_ = folder;
+    Q_EMIT inputChanged();
+}
+
+void AppState::setRun(const core::RunSpec& run) {
+    if (core::sameVariants(run, run_)) return;
+    run_ = run;
+    Q_EMIT inputChanged();
+}
+
+void AppState::setMode(VariantMode mode) {
+    if (mode == mode_) return;
+    mode_ = mode;
+    Q_EMIT inputChanged();
+}
+
+void AppState::setTauScale(double tau) {
+    if (tau == tauScale_ || !(tau > 0)) return;
+    tauScale_ = tau;
+    Q_EMIT inputChanged();
+}
+
+void AppState::setCatalog(QVector<ModelEntry> catalog) { catalog_ = std::move(catalog); }
+
+QString AppState::effectiveFolder() const {
+    if (mode_ == VariantMode::TrainedVariant) {
+        if (const auto* sibling = ModelCatalog::trainedWith(catalog_, run_)) return sibling->folder;
+    }
+    return modelFolder_;
+}
+
+void AppState::clampSelection() {
+    if (!result_) return;
+    layer_ = std::clamp(layer_, 0, int(result_->model.nLayers) - 1);
+    head_ = std::clamp(head_, -1, int(result_->model.nHeads) - 1);
+    if (query_ >= int(result_->tokens.size())) query_ = int(result_->tokens.size()) - 1;
+}
+
+void AppState::setLayer(int layer) {
+    const int before = layer_;
+    layer_ = layer;
+    clampSelection();
+    if (layer_ != before) Q_EMIT selectionChanged();
+}
+
+void AppState::setHead(int head) {
+    const int before = head_;
+    head_ = head;
+    clampSelection();
+    if (head_ != before) Q_EMIT selectionChanged();
+}
+
+void AppState::setQueryToken(int token) {
+    const int before = query_;
+    query_ = token;
+    clampSelection();
+    if (query_ != before) Q_EMIT selectionChanged();
+}
+
+void AppState::stepLayer(int delta) {
+    if (!result_) return;
+    const int n = int(result_->model.nLayers);
+    setLayer(((layer_ + delta) % n + n) % n);
+}
+
+void AppState::stepHead(int delta) {
+    if (!result_) return;
+    const int n = int(result_->model.nHeads) + 1;  // heads plus "mean"
+    const int index = ((head_ + 1 + delta) % n + n) % n;
+    setHead(index - 1);
+}
+
+void AppState::toggleSoftmaxRelu() {
+    core::RunSpec run = run_;
+    if (run.attention.kind == core::AttentionKind::Softmax) {
+        run.attention.kind = core::AttentionKind::ReluLen;
+        run.attention.a = 1.0;
+    } else {
+        run.attention.kind = core::AttentionKind::Softmax;
+    }
+    setRun(run);
+}
+
+void AppState::setResult(std::shared_ptr<const core::CaptureResult> result) {
+    result_ = std::move(result);
+    clampSelection();
+    if (!error_.isEmpty()) setError(QString());
+    Q_EMIT resultChanged();
+}
+
+void AppState::setError(const QString& message) {
+    if (message == error_) return;
+    error_ = message;
+    Q_EMIT errorChanged(message);
+}
+
+QString AppState::provenance() const {
+    if (!result_) return QString();
+    const auto& r = *result_;
+    QString text = QString("attention %1, FFN %2")
+                       .arg(QString::fromStdString(r.run.attention.label()),
+                            QString::fromStdString(core::ffnKindName(r.run.ffn)));
+    if (r.trainedWithRun) return text + " — as trained";
+    return text + QString(" — swapped onto weights trained with %1 / %2")
+                      .arg(QString::fromStdString(r.model.trained.attention.label()),
+                           QString::fromStdString(core::ffnKindName(r.model.trained.ffn)));
+}
+
+}  // namespace relulens::ui

@@ -1,0 +1,82 @@
+// The one application state: the text, the model, the activation choices, the selection and the
+// latest result. Lives on the GUI thread; views read it and subscribe to its signals, and never
+// call each other.
+#pragma once
+#include <QObject>
+#include <QString>
+#include <QVector>
+#include <memory>
+
+#include "core/capture.h"
+#include "ui/model_catalog.h"
+
+namespace relulens::ui {
+
+enum class VariantMode { SameWeights, TrainedVariant };
+
+class AppState : public QObject {
+    Q_OBJECT
+public:
+    explicit AppState(QObject* parent = nullptr);
+
+    // Inputs: changing any of these needs a new forward pass.
+    const QString& text() const { return text_; }
+    const QString& modelFolder() const { return modelFolder_; }
+    const core::RunSpec& run() const { return run_; }
+    VariantMode mode() const { return mode_; }
+    double tauScale() const { return tauScale_; }
+    void setText(const QString& text);
+    void setModelFolder(const QString& folder);
+    void setRun(const core::RunSpec& run);
+    void setMode(VariantMode mode);
+    void setTauScale(double tau);
+
+    // The folder a forward pass uses: the chosen model, or in trained-variant mode the sibling
+    // trained with the current variants (when one exists).
+    QString effectiveFolder() const;
+    const QVector<ModelEntry>& catalog() const { return catalog_; }
+    void setCatalog(QVector<ModelEntry> catalog);
+
+    // Selection: no forward pass needed.
+    int layer() const { return layer_; }
+    int head() const { return head_; }  // -1: mean over heads
+    int queryToken() const { return query_; }
+    void setLayer(int layer);
+    void setHead(int head);
+    void setQueryToken(int token);
+    void stepLayer(int delta);
+    void stepHead(int delta);
+    void toggleSoftmaxRelu();
+
+    // The latest result (null before the first one) and its folder.
+    std::shared_ptr<const core::CaptureResult> result() const { return result_; }
+    void setResult(std::shared_ptr<const core::CaptureResult> result);
+    const QString& error() const { return error_; }
+    void setError(const QString& message);
+
+    // "relu_len on weights trained with softmax" — what every view prints in its title.
+    QString provenance() const;
+
+Q_SIGNALS:
+    void inputChanged();
+    void selectionChanged();
+    void resultChanged();
+    void errorChanged(const QString& message);
+
+private:
+    void clampSelection();
+
+    QString text_;
+    QString modelFolder_;
+    core::RunSpec run_;
+    VariantMode mode_ = VariantMode::SameWeights;
+    double tauScale_ = 0.1;
+    QVector<ModelEntry> catalog_;
+    int layer_ = 0;
+    int head_ = 0;
+    int query_ = -1;
+    std::shared_ptr<const core::CaptureResult> result_;
+    QString error_;
+};
+
+}  // namespace relulens::ui

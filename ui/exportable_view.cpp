@@ -1,0 +1,86 @@
+#include "ui/exportable_view.h"
+
+#include <QBuffer>
+#include <QFileInfo>
+#include <QPageSize>
+#include <QPdfWriter>
+#include <QSaveFile>
+#include <QSvgGenerator>
+
+#include "qcustomplot.h"
+
+namespace relulens::ui {
+
+ExportableView::ExportableView(AppState* state, QWidget* parent) : QWidget(parent), state_(state) {}
+
+QSize ExportableView::figureSize() const {
+    // The widget's size, but never smaller than a legible figure.
+    return size().expandedTo(QSize(800, 600));
+}
+
+QImage ExportableView::renderImage(double scale) {
+    const QSize size = figureSize();
+    QImage image(QSize(int(size.width() * scale), int(size.height() * scale)),
+                 QImage::Format_ARGB32);
+    image.fill(Qt::white);
+    QCPPainter painter(&image);
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.scale(scale, scale);
+    renderFigure(&painter, size);
+    painter.end();
+    return image;
+}
+
+bool ExportableView::exportTo(const QString& path, double scale, QString* error) {
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    const QSize size = figureSize();
+    if (suffix == "png") {
+        if (!(scale > 0) || scale > 8) {
+            *error = "the PNG scale must be between 0 and 8";
+            return false;
+        }
+        renderImage(scale).save(&buffer, "PNG");
+    } else if (suffix == "svg") {
+        QSvgGenerator generator;
+        generator.setOutputDevice(&buffer);
+        generator.setSize(size);
+        generator.setViewBox(QRect(QPoint(0, 0), size));
+        generator.setTitle("ReluLens — " + title());
+        QCPPainter painter(&generator);
+        renderFigure(&painter, size);
+        painter.end();
+    } else if (suffix == "pdf") {
+        QPdfWriter writer(&buffer);
+        writer.setResolution(72);
+        writer.setPageSize(QPageSize(QSizeF(size), QPageSize::Point));
+        writer.setPageMargins(QMarginsF(0, 0, 0, 0));
+        writer.setCreator("ReluLens");
+        writer.setTitle(title());
+        QCPPainter painter(&writer);
+        renderFigure(&painter, size);
+        painter.end();
+    } else if (suffix == "csv") {
+        bytes = csv().toUtf8();
+    } else {
+        *error = QString("%1: unknown format '%2' (use .png, .svg, .pdf or .csv)").arg(path, suffix);
+        return false;
+    }
+    buffer.close();
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly)) {
+        *error = QString("%1: cannot write (%2)").arg(path, file.errorString());
+        return false;
+    }
+    if (file.write(bytes) != bytes.size() || !file.commit()) {
+        *error = QString("%1: writing failed (%2); any earlier file is unchanged")
+                     .arg(path, file.errorString());
+        file.cancelWriting();
+        return false;
+    }
+    return true;
+}
+
+}  // namespace relulens::ui

@@ -1,0 +1,38 @@
+// The base of every view: a widget that can draw its figure onto any painter (screen, PNG at a
+// print scale, SVG, PDF) and give the data behind it as CSV. Export writes atomically.
+#pragma once
+#include <QString>
+#include <QWidget>
+
+class QCPPainter;
+
+namespace relulens::ui {
+
+class AppState;
+
+class ExportableView : public QWidget {
+    Q_OBJECT
+public:
+    ExportableView(AppState* state, QWidget* parent = nullptr);
+
+    virtual QString viewName() const = 0;     // "attention", "sparsity", ...
+    virtual QString title() const = 0;        // human title for docks and menus
+    virtual QString csv() const = 0;          // the data behind the figure
+    // Draws the figure (no controls) into rect of the painter.
+    virtual void renderFigure(QCPPainter* painter, const QSize& size) = 0;
+    virtual QSize figureSize() const;
+
+    // Writes PNG (scaled), SVG or PDF by the file's suffix, or CSV for ".csv".
+    // Fails with a message (nothing written, an existing file untouched) on error.
+    bool exportTo(const QString& path, double scale, QString* error);
+    QImage renderImage(double scale);
+
+public Q_SLOTS:
+    // Redraws from the AppState; views coalesce their own replots.
+    virtual void refresh() = 0;
+
+protected:
+    AppState* state_;
+};
+
+}  // namespace relulens::ui

@@ -1,0 +1,150 @@
+#include "ui/inference_worker.h"
+
+#include <QElapsedTimer>
+
+#include "core/checkpoint.h"
+#include "core/device.h"
+#include "ui/app_state.h"
+
+namespace relulens::ui {
+
+namespace {
+
+std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, QString* error) {
+    auto loaded = core::loadModelFolder(folder.toStdString());
+    if (!loaded) {
+        *error = QString::fromStdString(loaded.error());
+        return nullptr;
+    }
+    auto device = core::selectDevice("auto");
+    if (device) loaded->model.to(*device);
+    return std::make_shared<core::LoadedModel>(std::move(*loaded));
+}
+
+InferenceResponse run(const InferenceRequest& request, core::LoadedModel& model,
+                      const std::atomic<bool>* cancel) {
+    InferenceResponse response;
+    response.id = request.id;
+    QElapsedTimer timer;
+    timer.start();
+    auto result = core::capture(model.model, model.tokenizer, request.text, request.capture, cancel);
+    response.milliseconds = double(timer.nsecsElapsed()) / 1e6;
+    if (!result) {
+        response.error = QString::fromStdString(result.error());
+    } else {
+        response.result = std::make_shared<const core::CaptureResult>(std::move(*result));
+    }
+    return response;
+}
+
+}  // namespace
+
+InferenceWorker::InferenceWorker(std::atomic<bool>* cancel) : cancel_(cancel) {}
+InferenceWorker::~InferenceWorker() = default;
+
+void InferenceWorker::compute(const InferenceRequest& request) {
+    auto it = models_.find(request.folder);
+    if (it == models_.end()) {
+        QString error;
+        auto model = loadModel(request.folder, &error);
+        if (!model) {
+            InferenceResponse response;
+            response.id = request.id;
+            response.error = error;
+            Q_EMIT finished(response);
+            return;
+        }
+        if (models_.size() >= 4) models_.clear();  // keep memory bounded
+        it = models_.emplace(request.folder, model).first;
+    }
+    Q_EMIT finished(run(request, *it->second, cancel_));
+}
+
+InferenceController::InferenceController(AppState* state, QObject* parent)
+    : QObject(parent), state_(state), worker_(new InferenceWorker(&cancel_)) {
+    qRegisterMetaType<InferenceRequest>();
+    qRegisterMetaType<InferenceResponse>();
+    worker_->moveToThread(&thread_);
+    connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+    connect(this, &InferenceController::requestToWorker, worker_, &InferenceWorker::compute,
+            Qt::QueuedConnection);
+    connect(worker_, &InferenceWorker::finished, this, &InferenceController::onFinished,
+            Qt::QueuedConnection);
+    thread_.start();
+    coalesce_.setSingleShot(true);
+    coalesce_.setInterval(15);
+    connect(&coalesce_, &QTimer::timeout, this, &InferenceController::dispatch);
+    connect(state_, &AppState::inputChanged, this, &InferenceController::schedule);
+}
+
+InferenceController::~InferenceController() {
+    cancel_ = true;
+    thread_.quit();
+    thread_.wait();
+}
+
+core::CaptureRequest InferenceController::captureRequestFor(const AppState& state) {
+    core::CaptureRequest capture;
+    capture.run = state.run();
+    capture.allMaps = true;
+    capture.slotActivations = true;
+    capture.tauScale = state.tauScale();
+    capture.topK = 10;
+    return capture;
+}
+
+InferenceResponse InferenceController::computeNow(const InferenceRequest& request) {
+    QString error;
+    auto model = loadModel(request.folder, &error);
+    if (!model) {
+        InferenceResponse response;
+        response.error = error;
+        return response;
+    }
+    return run(request, *model, nullptr);
+}
+
+void InferenceController::schedule() { coalesce_.start(); }
+
+void InferenceController::dispatch() {
+    InferenceRequest request;
+    request.id = ++nextId_;
+    request.folder = state_->effectiveFolder();
+    request.text = state_->text().toStdString();
+    request.capture = captureRequestFor(*state_);
+    latestId_ = request.id;
+    if (running_) {
+        pending_ = std::move(request);  // supersedes any older pending request
+        cancel_ = true;
+        return;
+    }
+    start(std::move(request));
+}
+
+void InferenceController::start(InferenceRequest request) {
+    cancel_ = false;
+    running_ = true;
+    ++computeCount_;
+    Q_EMIT busyChanged(true);
+    Q_EMIT requestToWorker(request);
+}
+
+void InferenceController::onFinished(const InferenceResponse& response) {
+    running_ = false;
+    if (pending_) {
+        auto next = std::move(*pending_);
+        pending_.reset();
+        start(std::move(next));
+    } else {
+        Q_EMIT busyChanged(false);
+    }
+    if (response.id != latestId_) return;  // superseded
+    if (!response.error.isEmpty()) {
+        state_->setError(response.error);
+        return;
+    }
+    state_->setResult(response.result);
+    Q_EMIT computed(response.milliseconds, QString::fromStdString(response.result->device));
+}
+
+}  // namespace relulens::ui

@@ -1,0 +1,94 @@
+// Runs forward passes off the GUI thread. The worker owns the loaded models (cached by folder);
+// the controller coalesces bursts of requests, lets a newer request supersede an older one
+// (cancelling it), and delivers only the newest result to the AppState.
+#pragma once
+#include <QElapsedTimer>
+#include <QObject>
+#include <QString>
+#include <QThread>
+#include <QTimer>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/capture.h"
+
+namespace relulens::core {
+struct LoadedModel;
+}
+
+namespace relulens::ui {
+
+class AppState;
+
+struct InferenceRequest {
+    quint64 id = 0;
+    QString folder;
+    std::string text;
+    core::CaptureRequest capture;
+};
+
+struct InferenceResponse {
+    quint64 id = 0;
+    std::shared_ptr<const core::CaptureResult> result;
+    QString error;
+    double milliseconds = 0;
+};
+
+class InferenceWorker : public QObject {
+    Q_OBJECT
+public:
+    explicit InferenceWorker(std::atomic<bool>* cancel);
+    ~InferenceWorker() override;
+public Q_SLOTS:
+    void compute(const relulens::ui::InferenceRequest& request);
+Q_SIGNALS:
+    void finished(const relulens::ui::InferenceResponse& response);
+
+private:
+    std::atomic<bool>* cancel_;
+    std::map<QString, std::shared_ptr<core::LoadedModel>> models_;
+};
+
+class InferenceController : public QObject {
+    Q_OBJECT
+public:
+    explicit InferenceController(AppState* state, QObject* parent = nullptr);
+    ~InferenceController() override;
+
+    bool busy() const { return running_; }
+    int computeCount() const { return computeCount_; }
+    // Runs one request synchronously on the calling thread (headless rendering).
+    static InferenceResponse computeNow(const InferenceRequest& request);
+    static core::CaptureRequest captureRequestFor(const AppState& state);
+
+public Q_SLOTS:
+    void schedule();  // coalesces: the request goes out after a short quiet period
+
+Q_SIGNALS:
+    void busyChanged(bool busy);
+    void computed(double milliseconds, const QString& device);
+    void requestToWorker(const relulens::ui::InferenceRequest& request);
+
+private:
+    void dispatch();
+    void start(InferenceRequest request);
+    void onFinished(const InferenceResponse& response);
+
+    AppState* state_;
+    QThread thread_;
+    InferenceWorker* worker_;
+    std::atomic<bool> cancel_{false};
+    QTimer coalesce_;
+    bool running_ = false;
+    std::optional<InferenceRequest> pending_;
+    quint64 nextId_ = 0;
+    quint64 latestId_ = 0;
+    int computeCount_ = 0;
+};
+
+}  // namespace relulens::ui
+
+Q_DECLARE_METATYPE(relulens::ui::InferenceRequest)
+Q_DECLARE_METATYPE(relulens::ui::InferenceResponse)

@@ -1,0 +1,251 @@
+#include "ui/main_window.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPlainTextEdit>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTextCursor>
+#include <QToolBar>
+
+#include "ui/activation_controls.h"
+#include "ui/app_state.h"
+#include "ui/exportable_view.h"
+#include "ui/inference_worker.h"
+#include "ui/model_catalog.h"
+#include "ui/settings.h"
+#include "ui/token_strip.h"
+#include "ui/token_text.h"
+#include "ui/view_factory.h"
+
+namespace relulens::ui {
+
+MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget* parent)
+    : QMainWindow(parent), state_(state), inference_(inference) {
+    setWindowTitle("ReluLens");
+    setAcceptDrops(true);
+    editor_ = new QPlainTextEdit(this);
+    editor_->setPlaceholderText("Type or paste text, open a .txt file, or drop one here.");
+    editor_->setPlainText(state_->text());
+    strip_ = new TokenStrip(state_, this);
+    auto* stripScroll = new QScrollArea(this);
+    stripScroll->setWidget(strip_);
+    stripScroll->setWidgetResizable(true);
+    auto* splitter = new QSplitter(Qt::Vertical, this);
+    splitter->addWidget(editor_);
+    splitter->addWidget(stripScroll);
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 1);
+    setCentralWidget(splitter);
+
+    controls_ = new ActivationControls(state_, this);
+    auto* toolbar = addToolBar("Activation");
+    toolbar->setObjectName("activationToolbar");
+    toolbar->addWidget(controls_);
+    connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
+
+    QDockWidget* attentionDock = nullptr;
+    QList<QDockWidget*> bottom;
+    for (const QString& name : viewNames()) {
+        auto* view = createView(name, state_, this);
+        auto* dock = new QDockWidget(view->title(), this);
+        dock->setObjectName(name + "Dock");
+        dock->setWidget(view);
+        if (name == "attention") {
+            addDockWidget(Qt::RightDockWidgetArea, dock);
+            attentionDock = dock;
+        } else {
+            addDockWidget(Qt::BottomDockWidgetArea, dock);
+            bottom << dock;
+        }
+        views_.push_back(view);
+    }
+    // The attention map gets most of the window; the text keeps a readable column.
+    resize(1500, 1000);
+    if (attentionDock) resizeDocks({attentionDock}, {850}, Qt::Horizontal);
+    if (!bottom.isEmpty()) resizeDocks({bottom.first()}, {380}, Qt::Vertical);
+
+    busy_ = new QLabel(this);
+    timing_ = new QLabel("no result yet", this);
+    statusBar()->addWidget(busy_);
+    statusBar()->addPermanentWidget(timing_);
+    connect(inference_, &InferenceController::busyChanged, this,
+            [this](bool busy) { busy_->setText(busy ? "⏳ computing…" : QString()); });
+    connect(inference_, &InferenceController::computed, this, [this](double ms, const QString& device) {
+        auto result = state_->result();
+        timing_->setText(QString("%1 tokens · %2 ms on %3")
+                             .arg(result ? int(result->tokens.size()) : 0)
+                             .arg(ms, 0, 'f', 1).arg(device));
+    });
+    connect(state_, &AppState::errorChanged, this, [this](const QString& message) {
+        if (!message.isEmpty()) statusBar()->showMessage("⚠ " + message, 8000);
+    });
+    connect(editor_, &QPlainTextEdit::textChanged, this,
+            [this] { state_->setText(editor_->toPlainText()); });
+    connect(editor_, &QPlainTextEdit::selectionChanged, this, [this] {
+        auto result = state_->result();
+        const QTextCursor cursor = editor_->textCursor();
+        if (!result || !cursor.hasSelection()) return;
+        state_->setQueryToken(tokenAtTextPosition(*result, editor_->toPlainText(), cursor.selectionStart()));
+    });
+    buildMenus();
+    restoreGeometry(Settings::bytes(Settings::Key::WindowGeometry));
+    restoreState(Settings::bytes(Settings::Key::WindowState));
+}
+
+void MainWindow::buildMenus() {
+    auto* file = menuBar()->addMenu("&File");
+    file->addAction("Open text…", QKeySequence::Open, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open text", QString(), "Text (*.txt);;All files (*)");
+        if (!path.isEmpty()) openTextFile(path);
+    });
+    file->addAction("Open model folder…", this, &MainWindow::openModelFolder);
+    file->addSeparator();
+    file->addAction("Export current view…", QKeySequence("Ctrl+E"), this, &MainWindow::exportCurrentView);
+    file->addAction("Export all views…", QKeySequence("Ctrl+Shift+E"), this, &MainWindow::exportAllViews);
+    file->addAction("Copy image of current view", QKeySequence("Ctrl+Shift+C"), this, [this] {
+        if (auto* view = currentView()) QApplication::clipboard()->setImage(view->renderImage(2.0));
+    });
+    file->addSeparator();
+    file->addAction("Quit", QKeySequence::Quit, this, &QWidget::close);
+
+    auto* navigate = menuBar()->addMenu("&Navigate");
+    navigate->addAction("Next layer", QKeySequence("Ctrl+Down"), this, [this] { state_->stepLayer(1); });
+    navigate->addAction("Previous layer", QKeySequence("Ctrl+Up"), this, [this] { state_->stepLayer(-1); });
+    navigate->addAction("Next head", QKeySequence("Ctrl+Right"), this, [this] { state_->stepHead(1); });
+    navigate->addAction("Previous head", QKeySequence("Ctrl+Left"), this, [this] { state_->stepHead(-1); });
+    navigate->addAction("Toggle softmax / ReLU ÷ n", QKeySequence("Ctrl+T"), this,
+                        [this] { state_->toggleSoftmaxRelu(); });
+    auto* viewMenu = menuBar()->addMenu("&View");
+    for (auto* dock : findChildren<QDockWidget*>()) viewMenu->addAction(dock->toggleViewAction());
+}
+
+bool MainWindow::openTextFile(const QString& path) {
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly)) {
+        QMessageBox::warning(this, "ReluLens", QString("%1: cannot open (%2)").arg(path, file.errorString()));
+        return false;
+    }
+    if (file.size() > 5 * 1024 * 1024) {
+        QMessageBox::warning(this, "ReluLens", QString("%1 is larger than 5 MB; open a shorter excerpt").arg(path));
+        return false;
+    }
+    editor_->setPlainText(QString::fromUtf8(file.readAll()));
+    return true;
+}
+
+void MainWindow::openModelFolder() {
+    const QString folder = QFileDialog::getExistingDirectory(this, "Open model folder");
+    if (folder.isEmpty()) return;
+    if (!QFileInfo(folder + "/config.json").exists()) {
+        QMessageBox::warning(this, "ReluLens", folder + " has no config.json: not a ReluLens model folder");
+        return;
+    }
+    auto catalog = state_->catalog();
+    if (!ModelCatalog::byFolder(catalog, folder)) {
+        auto scanned = ModelCatalog::scan({QFileInfo(folder).absolutePath()});
+        for (const auto& m : scanned) {
+            if (QFileInfo(m.folder) == QFileInfo(folder)) catalog.push_back(m);
+        }
+        state_->setCatalog(catalog);
+        controls_->reloadModels();
+    }
+    state_->setModelFolder(folder);
+}
+
+ExportableView* MainWindow::view(const QString& name) const {
+    for (auto* v : views_) {
+        if (v->viewName() == name) return v;
+    }
+    return nullptr;
+}
+
+ExportableView* MainWindow::currentView() const {
+    for (QWidget* w = QApplication::focusWidget(); w; w = w->parentWidget()) {
+        if (auto* v = qobject_cast<ExportableView*>(w)) return v;
+    }
+    return views_.isEmpty() ? nullptr : views_.front();
+}
+
+void MainWindow::exportCurrentView() {
+    auto* view = currentView();
+    if (!view) return;
+    const QString dir = Settings::string(Settings::Key::LastExportDir);
+    const QString path = QFileDialog::getSaveFileName(
+        this, "Export " + view->title(), dir + "/relulens-" + view->viewName() + ".png",
+        "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV data (*.csv)");
+    if (path.isEmpty()) return;  // the dialog already asked before overwriting
+    QString error;
+    if (!view->exportTo(path, 2.0, &error)) {
+        QMessageBox::warning(this, "ReluLens", error);
+        return;
+    }
+    Settings::setValue(Settings::Key::LastExportDir, QFileInfo(path).absolutePath());
+    statusBar()->showMessage("written " + path, 5000);
+}
+
+void MainWindow::exportAllViews() {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Export every view to",
+                                                          Settings::string(Settings::Key::LastExportDir));
+    if (dir.isEmpty()) return;
+    QStringList existing;
+    for (auto* view : views_) {
+        if (QFileInfo::exists(dir + "/relulens-" + view->viewName() + ".png")) existing << view->viewName();
+    }
+    if (!existing.isEmpty() &&
+        QMessageBox::question(this, "ReluLens", "Replace the existing files for " + existing.join(", ") + "?") !=
+            QMessageBox::Yes) {
+        return;
+    }
+    for (auto* view : views_) {
+        for (const char* suffix : {".png", ".svg", ".pdf", ".csv"}) {
+            QString error;
+            if (!view->exportTo(dir + "/relulens-" + view->viewName() + suffix, 2.0, &error)) {
+                QMessageBox::warning(this, "ReluLens", error);
+                return;
+            }
+        }
+    }
+    Settings::setValue(Settings::Key::LastExportDir, dir);
+    statusBar()->showMessage("every view written to " + dir, 5000);
+}
+
+void MainWindow::saveSettings() const {
+    Settings::setValue(Settings::Key::Text, state_->text());
+    Settings::setValue(Settings::Key::ModelFolder, state_->modelFolder());
+    const auto& run = state_->run();
+    Settings::setValue(Settings::Key::Attention, QString::fromStdString(run.attention.name()));
+    Settings::setValue(Settings::Key::FamilyH, QString::fromStdString(core::familyFunctionName(run.attention.h)));
+    Settings::setValue(Settings::Key::Exponent, run.attention.a);
+    Settings::setValue(Settings::Key::Ffn, QString::fromStdString(core::ffnKindName(run.ffn)));
+    Settings::setValue(Settings::Key::Mode, state_->mode() == VariantMode::TrainedVariant ? 1 : 0);
+    Settings::setValue(Settings::Key::Layer, state_->layer());
+    Settings::setValue(Settings::Key::Head, state_->head());
+    Settings::setValue(Settings::Key::WindowGeometry, saveGeometry());
+    Settings::setValue(Settings::Key::WindowState, saveState());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    saveSettings();
+    event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+    if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+    const auto urls = event->mimeData()->urls();
+    if (!urls.isEmpty() && urls.first().isLocalFile()) openTextFile(urls.first().toLocalFile());
+}
+
+}  // namespace relulens::ui

@@ -1,0 +1,55 @@
+// The main window: builds the text editor, token strip, controls, docks with the views, menus
+// and shortcuts, and wires them to the AppState. It computes nothing itself.
+#pragma once
+#include <QMainWindow>
+#include <QVector>
+
+class QLabel;
+class QPlainTextEdit;
+
+namespace relulens::ui {
+
+class AppState;
+class ActivationControls;
+class ExportableView;
+class InferenceController;
+class TokenStrip;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    MainWindow(AppState* state, InferenceController* inference, QWidget* parent = nullptr);
+
+    ExportableView* view(const QString& name) const;
+    const QVector<ExportableView*>& views() const { return views_; }
+    QPlainTextEdit* editor() const { return editor_; }
+    TokenStrip* tokenStrip() const { return strip_; }
+    ActivationControls* controls() const { return controls_; }
+    void saveSettings() const;
+
+    // Loads a text file into the editor; false (with a message shown) on failure.
+    bool openTextFile(const QString& path);
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void buildMenus();
+    void exportCurrentView();
+    void exportAllViews();
+    void openModelFolder();
+    ExportableView* currentView() const;
+
+    AppState* state_;
+    InferenceController* inference_;
+    QPlainTextEdit* editor_;
+    TokenStrip* strip_;
+    ActivationControls* controls_;
+    QVector<ExportableView*> views_;
+    QLabel* busy_;
+    QLabel* timing_;
+};
+
+}  // namespace relulens::ui

@@ -1,0 +1,39 @@
+// The text's SentencePiece pieces as chips, wrapped to the width, coloured by a per-token
+// quantity of the selected layer and head (sparsity or entropy). Clicking a chip selects that
+// query token everywhere.
+#pragma once
+#include <QVector>
+#include <QWidget>
+
+namespace relulens::ui {
+
+class AppState;
+
+class TokenStrip : public QWidget {
+    Q_OBJECT
+public:
+    enum class Colouring { None, Sparsity, Entropy };
+    explicit TokenStrip(AppState* state, QWidget* parent = nullptr);
+    void setColouring(Colouring colouring);
+    QSize sizeHint() const override;
+    int heightForWidth(int width) const override;
+    bool hasHeightForWidth() const override { return true; }
+    // Chip rectangle of a token (for tests and hit testing).
+    QRect chipRect(int token) const;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+
+private:
+    void layoutChips();
+
+    AppState* state_;
+    Colouring colouring_ = Colouring::Sparsity;
+    QVector<QRect> chips_;
+    QVector<QString> labels_;
+    int contentHeight_ = 30;
+};
+
+}  // namespace relulens::ui
