@@ -79,13 +79,14 @@ int runGui(int argc, char** argv) {
         state.setModelFolder(model);
         state.setText(defaultText());
         ui::InferenceRequest request{1, state.effectiveFolder(), state.text().toStdString(),
-                                     ui::InferenceController::captureRequestFor(state)};
+                                     ui::InferenceController::captureRequestFor(state),
+                                     ui::InferenceController::comparisonRequestFor(state)};
         auto response = ui::InferenceController::computeNow(request);
         if (!response.result) {
             std::fprintf(stderr, "relulens: %s\n", qPrintable(response.error));
             return 1;
         }
-        state.setResult(response.result);
+        state.setResult(response.result, response.comparison, response.vocabulary);
         const QString dir = QDir::current().absoluteFilePath("relulens-views");
         QDir().mkpath(dir);
         std::printf("No display found: rendering the main views to PNG files instead.\n");

@@ -61,10 +61,11 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     if (!tau || !(*tau > 0) || *tau > 1) return fail("--tau must be in (0, 1]");
     state.setTauScale(*tau);
     ui::InferenceRequest request{1, state.effectiveFolder(), *text,
-                                 ui::InferenceController::captureRequestFor(state)};
+                                 ui::InferenceController::captureRequestFor(state),
+                                     ui::InferenceController::comparisonRequestFor(state)};
     auto response = ui::InferenceController::computeNow(request);
     if (!response.result) return fail(response.error.toStdString());
-    state.setResult(response.result);
+    state.setResult(response.result, response.comparison, response.vocabulary);
     auto layer = args->integer("layer", 0);
     if (!layer || *layer < 0 || *layer >= config->nLayers) {
         return fail("--layer must be between 0 and " + std::to_string(config->nLayers - 1));

@@ -97,8 +97,30 @@ void AppState::toggleSoftmaxRelu() {
     setRun(run);
 }
 
-void AppState::setResult(std::shared_ptr<const core::CaptureResult> result) {
+core::RunSpec AppState::comparisonRun() const {
+    core::RunSpec other = run_;
+    if (run_.attention.kind == core::AttentionKind::Softmax) {
+        other.attention.kind = core::AttentionKind::ReluLen;
+        other.attention.a = 1.0;
+    } else {
+        other.attention = core::AttentionSpec{};
+    }
+    return other;
+}
+
+void AppState::setSlot(int slot) {
+    if (slot == slot_) return;
+    slot_ = slot;
+    Q_EMIT selectionChanged();
+}
+
+void AppState::setResult(std::shared_ptr<const core::CaptureResult> result,
+                         std::shared_ptr<const core::CaptureResult> comparison,
+                         std::shared_ptr<const core::SlotVocabulary> vocabulary) {
     result_ = std::move(result);
+    comparison_ = std::move(comparison);
+    if (vocabulary) vocabulary_ = std::move(vocabulary);
+    if (result_ && slot_ >= result_->model.dFf) slot_ = -1;
     clampSelection();
     if (!error_.isEmpty()) setError(QString());
     Q_EMIT resultChanged();

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/capture.h"
+#include "core/slot_vocabulary.h"
 #include "ui/model_catalog.h"
 
 namespace relulens::ui {
@@ -48,9 +49,20 @@ public:
     void stepHead(int delta);
     void toggleSoftmaxRelu();
 
-    // The latest result (null before the first one) and its folder.
+    // The latest result (null before the first one).
     std::shared_ptr<const core::CaptureResult> result() const { return result_; }
-    void setResult(std::shared_ptr<const core::CaptureResult> result);
+    // The same text under the comparison variant (softmax, or ReLU ÷ n when softmax is current).
+    std::shared_ptr<const core::CaptureResult> comparison() const { return comparison_; }
+    // Per-slot promoted vocabulary of the model that produced the result.
+    std::shared_ptr<const core::SlotVocabulary> slotVocabulary() const { return vocabulary_; }
+    void setResult(std::shared_ptr<const core::CaptureResult> result,
+                   std::shared_ptr<const core::CaptureResult> comparison = nullptr,
+                   std::shared_ptr<const core::SlotVocabulary> vocabulary = nullptr);
+    core::RunSpec comparisonRun() const;
+
+    // The FFN memory slot selected in the memory view (-1: none).
+    int slot() const { return slot_; }
+    void setSlot(int slot);
     const QString& error() const { return error_; }
     void setError(const QString& message);
 
@@ -76,6 +88,9 @@ private:
     int head_ = 0;
     int query_ = -1;
     std::shared_ptr<const core::CaptureResult> result_;
+    std::shared_ptr<const core::CaptureResult> comparison_;
+    std::shared_ptr<const core::SlotVocabulary> vocabulary_;
+    int slot_ = -1;
     QString error_;
 };
 

@@ -24,4 +24,19 @@ inline QCPColorGradient viridisGradient() {
     return g;
 }
 
+// Blue (negative) – white (zero) – red (positive), for differences.
+inline QCPColorGradient divergingGradient() {
+    QCPColorGradient g;
+    g.clearColorStops();
+    g.setColorStopAt(0.0, QColor(0x21, 0x66, 0xac));
+    g.setColorStopAt(0.25, QColor(0x92, 0xc5, 0xde));
+    g.setColorStopAt(0.5, QColor(0xf7, 0xf7, 0xf7));
+    g.setColorStopAt(0.75, QColor(0xf4, 0xa5, 0x82));
+    g.setColorStopAt(1.0, QColor(0xb2, 0x18, 0x2b));
+    g.setColorInterpolation(QCPColorGradient::ciRGB);
+    g.setNanHandling(QCPColorGradient::nhNanColor);
+    g.setNanColor(QColor(236, 236, 240));
+    return g;
+}
+
 }  // namespace relulens::ui

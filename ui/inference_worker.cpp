@@ -21,6 +21,21 @@ std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, QString* err
     return std::make_shared<core::LoadedModel>(std::move(*loaded));
 }
 
+core::SlotVocabulary slotVocabularyOf(const core::LoadedModel& model) {
+    std::vector<std::string> pieces;
+    std::vector<int64_t> bytePieces;
+    for (int64_t id = 0; id < model.tokenizer.vocabSize(); ++id) {
+        pieces.push_back(model.tokenizer.piece(id));
+        const auto& p = pieces.back();
+        if ((p.size() == 6 && p.rfind("<0x", 0) == 0) || (p.size() > 2 && p.front() == '<' && p.back() == '>')) {
+            bytePieces.push_back(id);
+        }
+    }
+    auto vocabulary = core::computeSlotVocabulary(model.model, 10, bytePieces);
+    vocabulary.pieces = std::move(pieces);
+    return vocabulary;
+}
+
 InferenceResponse run(const InferenceRequest& request, core::LoadedModel& model,
                       const std::atomic<bool>* cancel) {
     InferenceResponse response;
@@ -31,8 +46,12 @@ InferenceResponse run(const InferenceRequest& request, core::LoadedModel& model,
     response.milliseconds = double(timer.nsecsElapsed()) / 1e6;
     if (!result) {
         response.error = QString::fromStdString(result.error());
-    } else {
-        response.result = std::make_shared<const core::CaptureResult>(std::move(*result));
+        return response;
+    }
+    response.result = std::make_shared<const core::CaptureResult>(std::move(*result));
+    if (request.comparison) {
+        auto other = core::capture(model.model, model.tokenizer, request.text, *request.comparison, cancel);
+        if (other) response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
     }
     return response;
 }
@@ -55,9 +74,12 @@ void InferenceWorker::compute(const InferenceRequest& request) {
             return;
         }
         if (models_.size() >= 4) models_.clear();  // keep memory bounded
-        it = models_.emplace(request.folder, model).first;
+        auto vocabulary = std::make_shared<const core::SlotVocabulary>(slotVocabularyOf(*model));
+        it = models_.emplace(request.folder, Cached{model, vocabulary}).first;
     }
-    Q_EMIT finished(run(request, *it->second, cancel_));
+    auto response = run(request, *it->second.model, cancel_);
+    response.vocabulary = it->second.vocabulary;
+    Q_EMIT finished(response);
 }
 
 InferenceController::InferenceController(AppState* state, QObject* parent)
@@ -93,6 +115,14 @@ core::CaptureRequest InferenceController::captureRequestFor(const AppState& stat
     return capture;
 }
 
+core::CaptureRequest InferenceController::comparisonRequestFor(const AppState& state) {
+    core::CaptureRequest capture = captureRequestFor(state);
+    capture.run = state.comparisonRun();
+    capture.slotActivations = false;
+    capture.topK = 1;
+    return capture;
+}
+
 InferenceResponse InferenceController::computeNow(const InferenceRequest& request) {
     QString error;
     auto model = loadModel(request.folder, &error);
@@ -101,7 +131,9 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
         response.error = error;
         return response;
     }
-    return run(request, *model, nullptr);
+    auto response = run(request, *model, nullptr);
+    response.vocabulary = std::make_shared<const core::SlotVocabulary>(slotVocabularyOf(*model));
+    return response;
 }
 
 void InferenceController::schedule() { coalesce_.start(); }
@@ -112,6 +144,7 @@ void InferenceController::dispatch() {
     request.folder = state_->effectiveFolder();
     request.text = state_->text().toStdString();
     request.capture = captureRequestFor(*state_);
+    request.comparison = comparisonRequestFor(*state_);
     latestId_ = request.id;
     if (running_) {
         pending_ = std::move(request);  // supersedes any older pending request
@@ -143,7 +176,7 @@ void InferenceController::onFinished(const InferenceResponse& response) {
         state_->setError(response.error);
         return;
     }
-    state_->setResult(response.result);
+    state_->setResult(response.result, response.comparison, response.vocabulary);
     Q_EMIT computed(response.milliseconds, QString::fromStdString(response.result->device));
 }
 

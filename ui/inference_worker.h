@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/capture.h"
+#include "core/slot_vocabulary.h"
 
 namespace relulens::core {
 struct LoadedModel;
@@ -27,11 +28,14 @@ struct InferenceRequest {
     QString folder;
     std::string text;
     core::CaptureRequest capture;
+    std::optional<core::CaptureRequest> comparison;  // the same text under another variant
 };
 
 struct InferenceResponse {
     quint64 id = 0;
     std::shared_ptr<const core::CaptureResult> result;
+    std::shared_ptr<const core::CaptureResult> comparison;
+    std::shared_ptr<const core::SlotVocabulary> vocabulary;
     QString error;
     double milliseconds = 0;
 };
@@ -47,8 +51,12 @@ Q_SIGNALS:
     void finished(const relulens::ui::InferenceResponse& response);
 
 private:
+    struct Cached {
+        std::shared_ptr<core::LoadedModel> model;
+        std::shared_ptr<const core::SlotVocabulary> vocabulary;
+    };
     std::atomic<bool>* cancel_;
-    std::map<QString, std::shared_ptr<core::LoadedModel>> models_;
+    std::map<QString, Cached> models_;
 };
 
 class InferenceController : public QObject {
@@ -62,6 +70,7 @@ public:
     // Runs one request synchronously on the calling thread (headless rendering).
     static InferenceResponse computeNow(const InferenceRequest& request);
     static core::CaptureRequest captureRequestFor(const AppState& state);
+    static core::CaptureRequest comparisonRequestFor(const AppState& state);
 
 public Q_SLOTS:
     void schedule();  // coalesces: the request goes out after a short quiet period

@@ -7,6 +7,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
+#include <QMap>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -53,22 +54,27 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     toolbar->addWidget(controls_);
     connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
 
-    QDockWidget* attentionDock = nullptr;
-    QList<QDockWidget*> bottom;
+    // Maps on the right (tabbed: attention map, head grid, compare); statistics at the bottom
+    // (tabbed: sparsity, memory slots, diagnostics) with the predictions beside them.
+    QMap<QString, QDockWidget*> docks;
     for (const QString& name : viewNames()) {
         auto* view = createView(name, state_, this);
         auto* dock = new QDockWidget(view->title(), this);
         dock->setObjectName(name + "Dock");
         dock->setWidget(view);
-        if (name == "attention") {
-            addDockWidget(Qt::RightDockWidgetArea, dock);
-            attentionDock = dock;
-        } else {
-            addDockWidget(Qt::BottomDockWidgetArea, dock);
-            bottom << dock;
-        }
+        const bool right = name == "attention" || name == "heads" || name == "compare";
+        addDockWidget(right ? Qt::RightDockWidgetArea : Qt::BottomDockWidgetArea, dock);
+        docks[name] = dock;
         views_.push_back(view);
     }
+    tabifyDockWidget(docks["attention"], docks["heads"]);
+    tabifyDockWidget(docks["attention"], docks["compare"]);
+    tabifyDockWidget(docks["sparsity"], docks["memory"]);
+    tabifyDockWidget(docks["sparsity"], docks["diagnostics"]);
+    docks["attention"]->raise();
+    docks["sparsity"]->raise();
+    QDockWidget* attentionDock = docks["attention"];
+    QList<QDockWidget*> bottom{docks["sparsity"]};
     // The attention map gets most of the window; the text keeps a readable column.
     resize(1500, 1000);
     if (attentionDock) resizeDocks({attentionDock}, {850}, Qt::Horizontal);

@@ -9,7 +9,7 @@ namespace relulens::ui {
 class AppState;
 class ExportableView;
 
-QStringList viewNames();  // "attention", "sparsity", "predictions"
+QStringList viewNames();  // "attention", "heads", "compare", "sparsity", "memory", ...
 ExportableView* createView(const QString& name, AppState* state, QWidget* parent = nullptr);
 
 }  // namespace relulens::ui

@@ -1,0 +1,37 @@
+// Every layer × head as a small attention map (as BertViz's model view), each scaled to its own
+// maximum; the selected head is outlined and clicking one selects it for the attention map.
+#pragma once
+#include <QImage>
+#include <QVector>
+
+#include "ui/exportable_view.h"
+
+namespace relulens::ui {
+
+class HeadGridView : public ExportableView {
+    Q_OBJECT
+public:
+    explicit HeadGridView(AppState* state, QWidget* parent = nullptr);
+    QString viewName() const override { return QStringLiteral("heads"); }
+    QString title() const override { return QStringLiteral("Head grid"); }
+    QString csv() const override;
+    void renderFigure(QCPPainter* painter, const QSize& size) override;
+    // Layer and head of the thumbnail under a point of the widget, or (-1, -1).
+    QPoint headAt(const QPoint& position) const;
+
+public Q_SLOTS:
+    void refresh() override;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+
+private:
+    QRect cellRect(const QSize& size, int layer, int head) const;
+    void paintGrid(QPainter* painter, const QSize& size);
+
+    QVector<QImage> thumbnails_;  // layer-major
+    int layers_ = 0, heads_ = 0;
+};
+
+}  // namespace relulens::ui

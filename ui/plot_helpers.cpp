@@ -1,0 +1,54 @@
+#include "ui/plot_helpers.h"
+
+#include "ui/colour_maps.h"
+
+namespace relulens::ui {
+
+Heatmap addHeatmap(QCustomPlot* plot, int titlePointSize) {
+    Heatmap h;
+    plot->plotLayout()->insertRow(0);
+    h.heading = new QCPTextElement(plot, "", QFont(plot->font().family(), titlePointSize, QFont::Bold));
+    plot->plotLayout()->addElement(0, 0, h.heading);
+    h.map = new QCPColorMap(plot->xAxis, plot->yAxis);
+    h.map->setInterpolate(false);
+    h.scale = new QCPColorScale(plot);
+    plot->plotLayout()->addElement(1, 1, h.scale);
+    h.map->setColorScale(h.scale);
+    h.map->setGradient(viridisGradient());
+    auto* margins = new QCPMarginGroup(plot);
+    plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+    h.scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+    plot->yAxis->setRangeReversed(true);
+    return h;
+}
+
+void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask) {
+    const auto v = values.to(torch::kFloat32).contiguous();
+    const int rows = int(v.size(0)), cols = int(v.size(1));
+    auto* data = map->data();
+    data->setSize(cols, rows);
+    data->setRange(QCPRange(0, std::max(1, cols - 1)), QCPRange(0, std::max(1, rows - 1)));
+    const float* p = v.data_ptr<float>();
+    for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c) {
+            data->setCell(c, r, causalMask && c > r ? std::numeric_limits<double>::quiet_NaN()
+                                                    : double(p[r * cols + c]));
+        }
+    }
+}
+
+void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,
+                Qt::Orientation orientation) {
+    if (plots.isEmpty()) return;
+    const int n = plots.size();
+    painter->save();
+    for (int i = 0; i < n; ++i) {
+        const int w = orientation == Qt::Horizontal ? size.width() / n : size.width();
+        const int h = orientation == Qt::Horizontal ? size.height() : size.height() / n;
+        plots[i]->toPainter(painter, w, h);
+        painter->translate(orientation == Qt::Horizontal ? w : 0, orientation == Qt::Horizontal ? 0 : h);
+    }
+    painter->restore();
+}
+
+}  // namespace relulens::ui

@@ -1,0 +1,27 @@
+// Small helpers shared by the QCustomPlot views: a titled heatmap with a colour scale, and
+// filling a heatmap from a (rows, cols) tensor.
+#pragma once
+#include <QString>
+
+#include "core/torch_include.h"
+#include "qcustomplot.h"
+
+namespace relulens::ui {
+
+struct Heatmap {
+    QCPColorMap* map = nullptr;
+    QCPColorScale* scale = nullptr;
+    QCPTextElement* heading = nullptr;
+};
+
+// Adds a title row, a viridis colour map on the main axes and a colour scale at its right.
+Heatmap addHeatmap(QCustomPlot* plot, int titlePointSize = 9);
+
+// Cell (x = column, y = row) from a (rows, cols) float tensor; NaN where `masked` says so.
+void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask = false);
+
+// Draws several plots side by side (horizontal) or stacked into one figure.
+void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,
+                Qt::Orientation orientation);
+
+}  // namespace relulens::ui
