@@ -7,6 +7,7 @@
 #include <QSignalSpy>
 #include <QSvgRenderer>
 
+#include "qcustomplot.h"
 #include "test_support.h"
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
@@ -137,6 +138,15 @@ private Q_SLOTS:
         QVERIFY(view);
         const auto& heads = state_->result()->layers[1].attention.heads;
         QCOMPARE(view->cellValue(1, 1), heads[1].sparsity);
+    }
+
+    void presentationModeEnlargesFonts() {
+        auto* map = qobject_cast<AttentionMapView*>(window_->view("attention"));
+        const double before = map->plot()->xAxis->labelFont().pointSizeF();
+        window_->setPresentationMode(true);
+        QVERIFY(map->plot()->xAxis->labelFont().pointSizeF() > before * 1.5);
+        window_->setPresentationMode(false);
+        QVERIFY(std::abs(map->plot()->xAxis->labelFont().pointSizeF() - before) < 0.01);
     }
 
     void exportsAreValidFiles() {

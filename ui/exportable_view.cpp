@@ -18,6 +18,36 @@ QSize ExportableView::figureSize() const {
     return size().expandedTo(QSize(800, 600));
 }
 
+void ExportableView::setFontScale(double scale) {
+    const double factor = scale / fontScale_;
+    fontScale_ = scale;
+    auto grow = [factor](QFont font) {
+        font.setPointSizeF(std::max(4.0, font.pointSizeF() * factor));
+        return font;
+    };
+    for (auto* plot : findChildren<QCustomPlot*>()) {
+        for (auto* axis : plot->axisRect()->axes()) {
+            axis->setLabelFont(grow(axis->labelFont()));
+            axis->setTickLabelFont(grow(axis->tickLabelFont()));
+        }
+        for (int i = 0; i < plot->plotLayout()->elementCount(); ++i) {
+            auto* element = plot->plotLayout()->elementAt(i);
+            if (auto* text = qobject_cast<QCPTextElement*>(element)) text->setFont(grow(text->font()));
+            if (auto* scaleElement = qobject_cast<QCPColorScale*>(element)) {
+                scaleElement->axis()->setLabelFont(grow(scaleElement->axis()->labelFont()));
+                scaleElement->axis()->setTickLabelFont(grow(scaleElement->axis()->tickLabelFont()));
+            }
+        }
+        plot->legend->setFont(grow(plot->legend->font()));
+        for (int i = 0; i < plot->itemCount(); ++i) {
+            if (auto* text = qobject_cast<QCPItemText*>(plot->item(i))) text->setFont(grow(text->font()));
+        }
+        plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+    setFont(grow(font()));
+    update();
+}
+
 QImage ExportableView::renderImage(double scale) {
     const QSize size = figureSize();
     QImage image(QSize(int(size.width() * scale), int(size.height() * scale)),

@@ -26,6 +26,8 @@ public:
     // Fails with a message (nothing written, an existing file untouched) on error.
     bool exportTo(const QString& path, double scale, QString* error);
     QImage renderImage(double scale);
+    // Presentation mode: scales every plot's fonts (1 = normal) for a projector.
+    void setFontScale(double scale);
 
 public Q_SLOTS:
     // Redraws from the AppState; views coalesce their own replots.
@@ -33,6 +35,7 @@ public Q_SLOTS:
 
 protected:
     AppState* state_;
+    double fontScale_ = 1.0;
 };
 
 }  // namespace relulens::ui

@@ -2,6 +2,8 @@
 
 #include <QApplication>
 #include <QClipboard>
+#include <QComboBox>
+#include <QVBoxLayout>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -20,6 +22,7 @@
 
 #include "ui/activation_controls.h"
 #include "ui/app_state.h"
+#include "ui/explanation_panel.h"
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
 #include "ui/model_catalog.h"
@@ -41,9 +44,23 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     auto* stripScroll = new QScrollArea(this);
     stripScroll->setWidget(strip_);
     stripScroll->setWidgetResizable(true);
+    auto* stripPanel = new QWidget(this);
+    auto* stripLayout = new QVBoxLayout(stripPanel);
+    stripLayout->setContentsMargins(0, 0, 0, 0);
+    auto* colouring = new QComboBox(stripPanel);
+    colouring->addItems({"colour tokens by: sparsity of the selected head",
+                         "colour tokens by: entropy of the selected head",
+                         "colour tokens by: activation of the selected memory slot", "no colour"});
+    connect(colouring, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
+        const TokenStrip::Colouring modes[] = {TokenStrip::Colouring::Sparsity, TokenStrip::Colouring::Entropy,
+                                               TokenStrip::Colouring::Slot, TokenStrip::Colouring::None};
+        strip_->setColouring(modes[index]);
+    });
+    stripLayout->addWidget(colouring, 0, Qt::AlignLeft);
+    stripLayout->addWidget(stripScroll, 1);
     auto* splitter = new QSplitter(Qt::Vertical, this);
     splitter->addWidget(editor_);
-    splitter->addWidget(stripScroll);
+    splitter->addWidget(stripPanel);
     splitter->setStretchFactor(0, 2);
     splitter->setStretchFactor(1, 1);
     setCentralWidget(splitter);
@@ -67,6 +84,11 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
         docks[name] = dock;
         views_.push_back(view);
     }
+    auto* explanation = new QDockWidget("Formula", this);
+    explanation->setObjectName("formulaDock");
+    explanation->setWidget(new ExplanationPanel(state_, this));
+    addDockWidget(Qt::LeftDockWidgetArea, explanation);
+    explanation->hide();
     tabifyDockWidget(docks["attention"], docks["heads"]);
     tabifyDockWidget(docks["attention"], docks["compare"]);
     tabifyDockWidget(docks["sparsity"], docks["memory"]);
@@ -103,9 +125,23 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
         if (!result || !cursor.hasSelection()) return;
         state_->setQueryToken(tokenAtTextPosition(*result, editor_->toPlainText(), cursor.selectionStart()));
     });
+    baseFontSize_ = QApplication::font().pointSizeF();
     buildMenus();
     restoreGeometry(Settings::bytes(Settings::Key::WindowGeometry));
     restoreState(Settings::bytes(Settings::Key::WindowState));
+}
+
+void MainWindow::setPresentationMode(bool on) {
+    const double scale = on ? 1.6 : 1.0;
+    for (auto* view : views_) view->setFontScale(scale);
+    QFont font = QApplication::font();
+    font.setPointSizeF(on ? baseFontSize_ * 1.6 : baseFontSize_);
+    editor_->setFont(font);
+    strip_->setFont(font);
+    if (auto* dock = findChild<QDockWidget*>("formulaDock")) {
+        dock->widget()->setFont(font);
+        dock->setVisible(on || dock->isVisible());
+    }
 }
 
 void MainWindow::buildMenus() {
@@ -132,6 +168,11 @@ void MainWindow::buildMenus() {
     navigate->addAction("Toggle softmax / ReLU ÷ n", QKeySequence("Ctrl+T"), this,
                         [this] { state_->toggleSoftmaxRelu(); });
     auto* viewMenu = menuBar()->addMenu("&View");
+    auto* presentation = viewMenu->addAction("Presentation mode (large fonts)");
+    presentation->setCheckable(true);
+    presentation->setShortcut(QKeySequence("F11"));
+    connect(presentation, &QAction::toggled, this, [this](bool on) { setPresentationMode(on); });
+    viewMenu->addSeparator();
     for (auto* dock : findChildren<QDockWidget*>()) viewMenu->addAction(dock->toggleViewAction());
 }
 

@@ -29,6 +29,8 @@ public:
 
     // Loads a text file into the editor; false (with a message shown) on failure.
     bool openTextFile(const QString& path);
+    // Larger fonts on every view and the text, and the formula panel shown: for a projector.
+    void setPresentationMode(bool on);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -50,6 +52,7 @@ private:
     QVector<ExportableView*> views_;
     QLabel* busy_;
     QLabel* timing_;
+    double baseFontSize_ = 10;
 };
 
 }  // namespace relulens::ui

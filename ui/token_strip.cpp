@@ -75,6 +75,13 @@ void TokenStrip::paintEvent(QPaintEvent*) {
         values = rowEntropy(*result, state_->layer(), state_->head());
         if (values.defined()) top = std::max(1e-6, values.max().item<double>());
     }
+    if (colouring_ == Colouring::Slot && state_->slot() >= 0 && state_->layer() < int(result->layers.size())) {
+        const auto& activations = result->layers[size_t(state_->layer())].slotActivations;
+        if (activations.defined() && state_->slot() < activations.size(1)) {
+            values = activations.select(1, state_->slot()).clamp_min(0);
+            top = std::max(1e-6, values.max().item<double>());
+        }
+    }
     if (values.defined()) values = values.contiguous();
     for (int i = 0; i < chips_.size(); ++i) {
         QColor fill(235, 235, 240);

@@ -12,7 +12,7 @@ class AppState;
 class TokenStrip : public QWidget {
     Q_OBJECT
 public:
-    enum class Colouring { None, Sparsity, Entropy };
+    enum class Colouring { None, Sparsity, Entropy, Slot };
     explicit TokenStrip(AppState* state, QWidget* parent = nullptr);
     void setColouring(Colouring colouring);
     QSize sizeHint() const override;
