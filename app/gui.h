@@ -9,5 +9,7 @@ namespace relulens::app {
 int runGui(int argc, char** argv);
 // relulens render ... (see --help)
 int renderCommand(int argc, char** argv, const std::vector<std::string>& args);
+// relulens bench: toggle-to-redraw latency at several input lengths (see --help)
+int benchCommand(int argc, char** argv, const std::vector<std::string>& args);
 
 }  // namespace relulens::app

@@ -56,6 +56,10 @@ commands:
       (.png, .svg, .pdf or .csv) [--layer L] [--head H|mean] [--query Q] [--log]
       [--attention V --h H --a A --ffn V --tau T] [--width 1100 --height 850] [--scale S]
       [--force]
+  bench             time from an activation toggle to the redrawn attention map and sparsity
+                    views (worker thread, offscreen widgets), median of repeated runs
+      [--model DIR (bundled softmax)] [--file TEXT] [--sizes 64 256 1024] [--repeats 9]
+      [--json OUT]
   --version         print the version and the compute back-ends
   --help            print this help
 )";
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
         if (command == "eval") return relulens::app::evalCommand(rest);
 #ifdef RELULENS_WITH_GUI
         if (command == "render") return relulens::app::renderCommand(argc, argv, rest);
+        if (command == "bench") return relulens::app::benchCommand(argc, argv, rest);
 #endif
     } catch (const std::exception& e) {
         return relulens::app::fail(std::string("internal error: ") + e.what());
