@@ -87,6 +87,7 @@ void HeadGridView::paintGrid(QPainter* painter, const QSize& size) {
     painter->setFont(font());
     for (int l = 0; l < layers_; ++l) {
         const QRect row = cellRect(size, l, 0);
+        painter->setPen(Qt::black);
         painter->drawText(QRect(0, row.top(), 55, row.height()), Qt::AlignCenter, QString("layer %1").arg(l));
         for (int h = 0; h < heads_; ++h) {
             const QRect r = cellRect(size, l, h);
