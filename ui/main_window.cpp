@@ -8,6 +8,7 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
 #include <QLabel>
 #include <QMap>
 #include <QMenuBar>
@@ -231,8 +232,15 @@ void MainWindow::exportCurrentView() {
         this, "Export " + view->title(), dir + "/relulens-" + view->viewName() + ".png",
         "PNG image (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV data (*.csv)");
     if (path.isEmpty()) return;  // the dialog already asked before overwriting
+    double scale = 2.0;
+    if (QFileInfo(path).suffix().toLower() == "png") {
+        bool ok = false;
+        scale = QInputDialog::getDouble(this, "PNG scale", "Scale factor (2 = print, 1 = screen):",
+                                        2.0, 0.5, 8.0, 1, &ok);
+        if (!ok) return;
+    }
     QString error;
-    if (!view->exportTo(path, 2.0, &error)) {
+    if (!view->exportTo(path, scale, &error)) {
         QMessageBox::warning(this, "ReluLens", error);
         return;
     }
