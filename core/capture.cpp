@@ -57,7 +57,8 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
     const auto L = int64_t(result.tokens.size());
     if (L > request.maxTokens) {
         return Error{"the text has " + std::to_string(L) + " tokens; at most " +
-                     std::to_string(request.maxTokens) + " can be inspected at once"};
+                     std::to_string(request.maxTokens) +
+                     " can be inspected at once: shorten it or inspect an excerpt"};
     }
     for (const auto& t : result.tokens) {
         if (t.id < 0 || t.id >= config.vocabSize) {

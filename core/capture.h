@@ -26,7 +26,9 @@ struct CaptureRequest {
     bool diagnostics = true;
     int topK = 5;
     double tauScale = 0.1;       // softmax sparsity threshold τ_i = tauScale / n_i
-    int64_t maxTokens = 16384;
+    // Every map of every layer is materialised (layers × heads × L² floats), so inputs are
+    // capped until capture becomes lazy: 4096 tokens is about 1 GB for the default models.
+    int64_t maxTokens = 4096;
 };
 
 struct HeadMap {

@@ -142,6 +142,9 @@ private Q_SLOTS:
         QTest::newRow("bad device")
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--device", "tpu"}
             << "unknown device 'tpu'";
+        QTest::newRow("too long")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", QString("ab ").repeated(3000)}
+            << "can be inspected at once";
         QTest::newRow("unknown option") << QStringList{"inspect", "--colour"}
                                         << "unknown option --colour";
         QTest::newRow("unknown command") << QStringList{"explain"} << "unknown command 'explain'";

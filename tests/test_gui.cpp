@@ -221,6 +221,16 @@ private Q_SLOTS:
                  qPrintable(QString("%1 computes for one burst").arg(inference_->computeCount() - before)));
     }
 
+    void tooLongTextIsRefusedWithAMessage() {
+        auto last = state_->result();
+        QSignalSpy errors(state_, &AppState::errorChanged);
+        window_->editor()->setPlainText(QString("ab ").repeated(2500));
+        QVERIFY(errors.wait(20000));
+        QVERIFY2(state_->error().contains("at most 2048 can be inspected"), qPrintable(state_->error()));
+        QCOMPARE(state_->result(), last);
+        QCOMPARE(window_->editor()->toPlainText().size(), 7500);  // the text stays as typed
+    }
+
     void emptyTextKeepsTheLastResult() {
         auto last = state_->result();
         QSignalSpy errors(state_, &AppState::errorChanged);

@@ -112,6 +112,7 @@ core::CaptureRequest InferenceController::captureRequestFor(const AppState& stat
     capture.slotActivations = true;
     capture.tauScale = state.tauScale();
     capture.topK = 10;
+    capture.maxTokens = 2048;  // every map of both runs is kept for the views
     return capture;
 }
 
