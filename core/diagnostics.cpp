@@ -63,9 +63,11 @@ AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weightsIn,
     out.rowEntropy = torch::where(hasMass, -plogp.sum(-1), torch::zeros_like(mass));  // (H, L)
 
     const auto top1 = std::get<0>(weights.max(-1)) / safeMass;  // (H, L)
-    auto sorted = std::get<0>(weights.sort(-1, /*descending=*/true)).cumsum(-1);
+    // Top ceil(1 % of n_i) entries: only the largest kMax = ceil(1 % of L) are ever needed.
     auto k = torch::ceil(n.squeeze(1) * 0.01).clamp_min(1).to(torch::kLong) - 1;  // (L)
-    auto topPct = sorted.gather(-1, k.view({1, L, 1}).expand({H, L, 1})).squeeze(-1) / safeMass;
+    const int64_t kMax = std::max<int64_t>(1, int64_t(std::ceil(double(L) * 0.01)));
+    auto largest = std::get<0>(weights.topk(kMax, -1, /*largest=*/true, /*sorted=*/true)).cumsum(-1);
+    auto topPct = largest.gather(-1, k.view({1, L, 1}).expand({H, L, 1})).squeeze(-1) / safeMass;
 
     // Distance profile: masked entries are exactly zero, so clamping their negative distance
     // into bin 0 adds nothing; bin d has L - d visible entries.

@@ -66,6 +66,29 @@ private Q_SLOTS:
         QVERIFY(!rule.exactZero);
     }
 
+    void topOnePercentOnLongRows() {
+        // 250 rows: row i keeps its top ceil(0.01 · (i + 1)) entries (1, 2 or 3), summed by hand.
+        torch::manual_seed(11);
+        const int L = 250;
+        auto w = torch::rand({1, L, L}) * torch::tril(torch::ones({L, L}));
+        auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+        double expected = 0;
+        for (int i = 0; i < L; ++i) {
+            std::vector<double> row;
+            double mass = 0;
+            for (int j = 0; j <= i; ++j) {
+                row.push_back(w[0][i][j].item<double>());
+                mass += row.back();
+            }
+            std::sort(row.rbegin(), row.rend());
+            const int k = int(std::ceil(0.01 * (i + 1)));
+            double top = 0;
+            for (int j = 0; j < k; ++j) top += row[size_t(j)];
+            expected += top / mass;
+        }
+        QVERIFY(std::abs(d.heads[0].topRatio1pct - expected / L) < 1e-5);
+    }
+
     void outputVarianceByRowBuckets() {
         auto w = map({1, 0, 0, 0.5f, 0.5f, 0, 0.3f, 0.3f, 0.4f});
         // head outputs (1, 3, 2): rows [1,1], [3,3], [1,1]
