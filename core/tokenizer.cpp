@@ -29,6 +29,7 @@ struct Api {
     decltype(&rl_spm_vocab_size) vocabSize = nullptr;
     decltype(&rl_spm_id_to_piece) idToPiece = nullptr;
     decltype(&rl_spm_is_byte) isByte = nullptr;
+    decltype(&rl_spm_is_control) isControl = nullptr;
     decltype(&rl_spm_encode) encode = nullptr;
     decltype(&rl_spm_free_tokens) freeTokens = nullptr;
     decltype(&rl_spm_decode) decode = nullptr;
@@ -87,6 +88,7 @@ const Api& api() {
                       resolve(instance, instance.vocabSize, "rl_spm_vocab_size") &&
                       resolve(instance, instance.idToPiece, "rl_spm_id_to_piece") &&
                       resolve(instance, instance.isByte, "rl_spm_is_byte") &&
+                      resolve(instance, instance.isControl, "rl_spm_is_control") &&
                       resolve(instance, instance.encode, "rl_spm_encode") &&
                       resolve(instance, instance.freeTokens, "rl_spm_free_tokens") &&
                       resolve(instance, instance.decode, "rl_spm_decode") &&
@@ -228,6 +230,11 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
 std::string Tokenizer::piece(int64_t id) const {
     const char* p = api().idToPiece(handle_->model, static_cast<int32_t>(id));
     return p ? std::string(p) : std::string();
+}
+
+bool Tokenizer::isSpecial(int64_t id) const {
+    const auto narrow = static_cast<int32_t>(id);
+    return api().isByte(handle_->model, narrow) != 0 || api().isControl(handle_->model, narrow) != 0;
 }
 
 int64_t Tokenizer::vocabSize() const { return api().vocabSize(handle_->model); }

@@ -33,6 +33,8 @@ public:
     std::vector<Token> encode(const std::string& text) const;
     std::string decode(const std::vector<int64_t>& ids) const;
     std::string piece(int64_t id) const;
+    // Control symbols (<unk>, <s>, </s>) and byte-fallback pieces (<0xAB>).
+    bool isSpecial(int64_t id) const;
     int64_t vocabSize() const;
     const std::string& path() const { return path_; }
 

@@ -23,13 +23,10 @@ std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, QString* err
 
 core::SlotVocabulary slotVocabularyOf(const core::LoadedModel& model) {
     std::vector<std::string> pieces;
-    std::vector<int64_t> bytePieces;
+    std::vector<int64_t> bytePieces;  // and control symbols: never listed as promoted
     for (int64_t id = 0; id < model.tokenizer.vocabSize(); ++id) {
         pieces.push_back(model.tokenizer.piece(id));
-        const auto& p = pieces.back();
-        if ((p.size() == 6 && p.rfind("<0x", 0) == 0) || (p.size() > 2 && p.front() == '<' && p.back() == '>')) {
-            bytePieces.push_back(id);
-        }
+        if (model.tokenizer.isSpecial(id)) bytePieces.push_back(id);
     }
     auto vocabulary = core::computeSlotVocabulary(model.model, 10, bytePieces);
     vocabulary.pieces = std::move(pieces);

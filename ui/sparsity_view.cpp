@@ -6,7 +6,7 @@
 #include <QVBoxLayout>
 
 #include "qcustomplot.h"
-#include "ui/colour_maps.h"
+#include "ui/plot_helpers.h"
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
 #include "ui/token_text.h"
@@ -16,20 +16,6 @@ namespace relulens::ui {
 namespace {
 
 const char* kMetricNames[] = {"sparsity", "entropy (nats)", "row mass", "top-1 share"};
-
-QCPColorMap* heatmap(QCustomPlot* plot, QCPTextElement** heading, const QFont& font) {
-    plot->plotLayout()->insertRow(0);
-    *heading = new QCPTextElement(plot, "", QFont(font.family(), 9, QFont::Bold));
-    plot->plotLayout()->addElement(0, 0, *heading);
-    auto* map = new QCPColorMap(plot->xAxis, plot->yAxis);
-    map->setInterpolate(false);
-    auto* scale = new QCPColorScale(plot);
-    plot->plotLayout()->addElement(1, 1, scale);
-    map->setColorScale(scale);
-    map->setGradient(viridisGradient());
-    plot->yAxis->setRangeReversed(true);
-    return map;
-}
 
 }  // namespace
 
@@ -46,8 +32,11 @@ SparsityView::SparsityView(AppState* state, QWidget* parent)
     layout->addLayout(controls);
     layout->addWidget(grid_, 3);
     layout->addWidget(tokens_, 2);
-    gridMap_ = heatmap(grid_, &gridHeading_, font());
-    tokenMap_ = heatmap(tokens_, &tokenHeading_, font());
+    const Heatmap grid = addHeatmap(grid_), tokens = addHeatmap(tokens_);
+    gridMap_ = grid.map;
+    gridHeading_ = grid.heading;
+    tokenMap_ = tokens.map;
+    tokenHeading_ = tokens.heading;
     grid_->xAxis->setLabel("head");
     grid_->yAxis->setLabel("layer");
     tokens_->xAxis->setLabel("query token");
