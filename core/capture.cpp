@@ -1,6 +1,7 @@
 #include "core/capture.h"
 
 #include <chrono>
+#include <cmath>
 
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -60,6 +61,11 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
                      std::to_string(request.maxTokens) +
                      " can be inspected at once: shorten it or inspect an excerpt"};
     }
+    if (request.allMaps && L > request.maxAllMapsTokens) {
+        return Error{"the text has " + std::to_string(L) + " tokens; every map at once is kept for at most " +
+                     std::to_string(request.maxAllMapsTokens) +
+                     " tokens: ask for single heads' maps instead"};
+    }
     for (const auto& t : result.tokens) {
         if (t.id < 0 || t.id >= config.vocabSize) {
             return Error{"token id " + std::to_string(t.id) + " is outside the model's vocabulary"};
@@ -72,23 +78,36 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
     auto input = torch::tensor(ids, torch::kLong).view({1, L}).to(model.device());
     ForwardTrace trace;
     const bool anyMaps = request.allMaps || !request.maps.empty();
-    trace.options.weights = request.diagnostics || anyMaps;
+    trace.options.weights = anyMaps;
     trace.options.scores = anyMaps && request.mapScores;
     trace.options.headOutputs = request.diagnostics;
+    trace.options.queriesKeys = request.lazyMaps;
+    trace.blockRows = request.blockRows;
     trace.options.ffn = request.diagnostics || request.slotActivations;
+    // Diagnostics are accumulated block by block as the forward pass makes the weights.
+    std::vector<AttentionDiagnosticsAccumulator> accumulators;
+    if (request.diagnostics) {
+        const auto rule = attentionSparsityRule(request.run.attention, request.tauScale);
+        for (int64_t l = 0; l < config.nLayers; ++l) {
+            accumulators.emplace_back(config.nHeads, L, rule, model.device());
+        }
+        trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& w) {
+            accumulators[size_t(layer)].add(w[0], rowOffset);
+        };
+    }
     auto logits = model.forward(input, request.run, &trace);  // (1, L, V)
     if (cancel && cancel->load()) return Error{"cancelled"};
     result.predictions = topPredictions(logits[0], request.topK, tokenizer);
+    logits = torch::Tensor();
 
+    std::vector<AttentionMaps::Layer> lazyLayers;
     for (int64_t l = 0; l < config.nLayers; ++l) {
         if (cancel && cancel->load()) return Error{"cancelled"};
+        const std::string p = "layers." + std::to_string(l) + ".";
         const auto& t = trace.layers[size_t(l)];
         LayerCapture layer;
         if (request.diagnostics) {
-            const std::string p = "layers." + std::to_string(l) + ".";
-            layer.attention = attentionDiagnostics(
-                t.weights[0], t.headOutputs[0],
-                attentionSparsityRule(request.run.attention, request.tauScale));
+            layer.attention = accumulators[size_t(l)].finish(t.headOutputs[0]);
             layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
             layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
             layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
@@ -101,6 +120,7 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
             layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
         }
         if (request.slotActivations) layer.slotActivations = t.slotActivations[0].to(torch::kCPU);
+        if (request.lazyMaps) lazyLayers.push_back({t.q[0], t.k[0], model.tensor(p + "attn.gamma")});
         for (int64_t h = 0; h < config.nHeads; ++h) {
             bool wanted = request.allMaps;
             for (const auto& ref : request.maps) wanted |= (ref.layer == l && ref.head == h);
@@ -110,6 +130,11 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
             result.maps.push_back(std::move(map));
         }
         result.layers.push_back(std::move(layer));
+    }
+    if (request.lazyMaps) {
+        result.attentionMaps = std::make_shared<const AttentionMaps>(
+            std::move(lazyLayers), request.run.attention,
+            1.0 / std::sqrt(double(config.headDim())));
     }
     result.milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)

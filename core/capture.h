@@ -2,9 +2,11 @@
 // per-layer diagnostics and whatever maps and activations the request asks for.
 #pragma once
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/attention_maps.h"
 #include "core/diagnostics.h"
 #include "core/error.h"
 #include "core/tokenizer.h"
@@ -22,13 +24,17 @@ struct CaptureRequest {
     std::vector<HeadRef> maps;   // heads whose weights (and scores) are returned
     bool allMaps = false;        // every head's weights (layers × heads × L × L floats)
     bool mapScores = true;       // raw scores alongside the requested maps
+    bool lazyMaps = false;       // keep queries and keys so any map can be rebuilt (AttentionMaps)
     bool slotActivations = true; // FFN memory-slot activations per layer
     bool diagnostics = true;
     int topK = 5;
     double tauScale = 0.1;       // softmax sparsity threshold τ_i = tauScale / n_i
-    // Every map of every layer is materialised (layers × heads × L² floats), so inputs are
-    // capped until capture becomes lazy: 4096 tokens is about 1 GB for the default models.
-    int64_t maxTokens = 4096;
+    // Attention runs in blocks of rows and maps are rebuilt on demand, so memory grows about
+    // linearly with the input; time grows with its square.
+    int64_t maxTokens = 16384;
+    // Materialising every map at once (allMaps) costs layers × heads × L² floats.
+    int64_t maxAllMapsTokens = 4096;
+    int64_t blockRows = 0;       // attention rows per block; 0 chooses from the input length
 };
 
 struct HeadMap {
@@ -59,6 +65,7 @@ struct CaptureResult {
     std::vector<std::vector<Prediction>> predictions;  // per position, next-token top-k
     std::vector<LayerCapture> layers;
     std::vector<HeadMap> maps;
+    std::shared_ptr<const AttentionMaps> attentionMaps;  // when lazyMaps was requested
     double milliseconds = 0;  // forward pass and capture
 };
 

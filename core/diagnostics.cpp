@@ -35,65 +35,96 @@ std::vector<VarianceBucket> varianceByRows(const torch::Tensor& headOutputs) {
 
 }  // namespace
 
-AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weightsIn,
-                                          const torch::Tensor& headOutputs,
-                                          const SparsityRule& rule) {
-    const auto weights = weightsIn.to(torch::kFloat32);
-    const int64_t H = weights.size(0), L = weights.size(1);
-    const auto device = weights.device();
-    const auto mask = causalMask(L, L, 0, device).unsqueeze(0);      // (1, L, L)
-    const auto n = visibleCounts(L, 0, device);                      // (L, 1)
-    const auto visible = mask.to(torch::kFloat32).sum(-1);           // (1, L)
+AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens,
+                                                                 const SparsityRule& rule,
+                                                                 const torch::Device& device)
+    : heads_(heads), tokens_(tokens), rule_(rule) {
+    auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    sparseCount_ = torch::zeros({heads, tokens}, options);
+    mass_ = torch::zeros({heads, tokens}, options);
+    entropy_ = torch::zeros({heads, tokens}, options);
+    top1_ = torch::zeros({heads, tokens}, options);
+    topPct_ = torch::zeros({heads, tokens}, options);
+    distanceSums_ = torch::zeros({heads, tokens}, options);
+}
 
-    torch::Tensor sparse;  // (H, L, L) bool
-    if (rule.exactZero) {
-        sparse = (weights == 0).logical_and(mask);
+void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_t r0) {
+    const auto w = weightsIn.to(torch::kFloat32).contiguous();  // (H, R, K)
+    const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
+    const auto n = visibleCounts(R, r0, w.device()).squeeze(1);  // (R) n_i = r0 + i + 1
+    // Entries a row cannot see are exactly zero, so they never count as non-zero, and under a
+    // threshold rule they all count as below it (τ > 0): K - n_i of them per row.
+    torch::Tensor sparse;
+    if (rule_.exactZero) {
+        sparse = n.unsqueeze(0) - (w != 0).sum(-1).to(torch::kFloat32);
     } else {
-        sparse = (weights < (rule.tauScale / n).unsqueeze(0)).logical_and(mask);
+        sparse = (w < (rule_.tauScale / n).view({1, R, 1})).sum(-1).to(torch::kFloat32) -
+                 (double(K) - n).unsqueeze(0);
     }
-    AttentionDiagnostics out;
-    out.rowSparsity = sparse.to(torch::kFloat32).sum(-1) / visible;  // (H, L)
-    const auto mass = weights.sum(-1);                                 // (H, L)
-    out.rowMass = mass;
+    const auto mass = w.sum(-1);  // (H, R)
     const auto hasMass = mass > 0;
     const auto safeMass = torch::where(hasMass, mass, torch::ones_like(mass));
-    const auto p = weights / safeMass.unsqueeze(-1);
-    const auto plogp = torch::where(p > 0, p * torch::log(p.clamp_min(1e-30)),
-                                    torch::zeros_like(p));
-    out.rowEntropy = torch::where(hasMass, -plogp.sum(-1), torch::zeros_like(mass));  // (H, L)
+    // Entropy of the row normalised to sum 1, over its positive entries:
+    // -Σ p log p with p = w / m is (log m · Σ w⁺ - Σ w⁺ log w⁺) / m.
+    const auto positive = w.clamp_min(0);
+    const auto entropy = torch::where(
+        hasMass,
+        (safeMass.log() * positive.sum(-1) - torch::xlogy(positive, positive).sum(-1)) / safeMass,
+        torch::zeros_like(mass));
+    const auto top1 = std::get<0>(w.max(-1)) / safeMass;
+    // Top ceil(1 % of n_i) entries: only the largest ceil(1 % of the block's last n) are needed.
+    const auto k = torch::ceil(n * 0.01).clamp_min(1).to(torch::kLong) - 1;  // (R)
+    const int64_t kMax = std::max<int64_t>(1, int64_t(std::ceil(double(r0 + R) * 0.01)));
+    const auto largest =
+        std::get<0>(w.topk(std::min(kMax, K), -1, /*largest=*/true, /*sorted=*/true)).cumsum(-1);
+    const auto topPct = largest.gather(-1, k.view({1, R, 1}).expand({H, R, 1})).squeeze(-1) / safeMass;
 
-    const auto top1 = std::get<0>(weights.max(-1)) / safeMass;  // (H, L)
-    // Top ceil(1 % of n_i) entries: only the largest kMax = ceil(1 % of L) are ever needed.
-    auto k = torch::ceil(n.squeeze(1) * 0.01).clamp_min(1).to(torch::kLong) - 1;  // (L)
-    const int64_t kMax = std::max<int64_t>(1, int64_t(std::ceil(double(L) * 0.01)));
-    auto largest = std::get<0>(weights.topk(kMax, -1, /*largest=*/true, /*sorted=*/true)).cumsum(-1);
-    auto topPct = largest.gather(-1, k.view({1, L, 1}).expand({H, L, 1})).squeeze(-1) / safeMass;
+    // Distance profile: pad each row on the left with R zeros; reading the padded block with a
+    // row stride one longer than its width lines up query-key distance d = r0 + R - t in
+    // column t, so summing over rows gives every distance's total in one pass.
+    const int64_t W = K + R;
+    const auto padded = torch::constant_pad_nd(w, {R, 0}).contiguous();  // (H, R, W)
+    const auto diagonals = padded.as_strided({H, R, K + 1}, {R * W, W + 1, 1});
+    const auto totals = diagonals.sum(1);  // (H, K + 1): column t holds distance r0 + R - t
+    const int64_t reach = r0 + R;          // distances 0..reach-1 occur in this block
+    distanceSums_.narrow(1, 0, reach) += totals.narrow(1, 1, reach).flip(-1);
 
-    // Distance profile: masked entries are exactly zero, so clamping their negative distance
-    // into bin 0 adds nothing; bin d has L - d visible entries.
-    auto i = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(device));
-    auto distance = (i.unsqueeze(1) - i.unsqueeze(0)).clamp_min(0).flatten();  // (L·L)
-    auto sums = torch::zeros({H, L}, weights.options())
-                    .scatter_add_(1, distance.unsqueeze(0).expand({H, L * L}), weights.flatten(1));
-    auto counts = (L - i).to(torch::kFloat32).unsqueeze(0);
-    auto profile = sums / counts;  // (H, L)
+    sparseCount_.narrow(1, r0, R).copy_(sparse);
+    mass_.narrow(1, r0, R).copy_(mass);
+    entropy_.narrow(1, r0, R).copy_(entropy);
+    top1_.narrow(1, r0, R).copy_(top1);
+    topPct_.narrow(1, r0, R).copy_(topPct);
+}
 
+AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor& headOutputs) const {
+    const int64_t H = heads_, L = tokens_;
+    const auto device = mass_.device();
+    const auto n = visibleCounts(L, 0, device).squeeze(1);  // (L)
+    AttentionDiagnostics out;
+    out.rowSparsity = sparseCount_ / n.unsqueeze(0);
+    out.rowMass = mass_;
+    out.rowEntropy = entropy_;
+    const auto hasMass = mass_ > 0;
     const auto hasMassF = hasMass.to(torch::kFloat32);
     const auto massRows = hasMassF.sum(-1).clamp_min(1);  // (H)
-    auto perHead = [&](const torch::Tensor& rows) { return toVector((rows * hasMassF).sum(-1) / massRows); };
-    const auto sparsityV = toVector(sparse.to(torch::kFloat32).sum({1, 2}) / visible.sum());
-    const auto massMean = toVector(mass.mean(-1));
-    const auto massStd = toVector(mass.std(-1, /*unbiased=*/false));
-    const auto entropyV = perHead(out.rowEntropy);
-    const auto top1V = perHead(top1);
-    const auto topPctV = perHead(topPct);
+    auto perHead = [&](const torch::Tensor& rows) {
+        return toVector((rows * hasMassF).sum(-1) / massRows);
+    };
+    const auto sparsityV = toVector(sparseCount_.sum(-1) / n.sum());
+    const auto massMean = toVector(mass_.mean(-1));
+    const auto massStd = toVector(mass_.std(-1, /*unbiased=*/false));
+    const auto entropyV = perHead(entropy_);
+    const auto top1V = perHead(top1_);
+    const auto topPctV = perHead(topPct_);
     const auto empty = toVector((~hasMass).to(torch::kFloat32).sum(-1));
     std::vector<double> variance(size_t(H), 0.0);
     if (headOutputs.defined()) {
         variance = toVector(headOutputs.to(torch::kFloat32).flatten(1).var(1, false));
         out.outputVarianceByN = varianceByRows(headOutputs.to(torch::kFloat32));
     }
-    const auto profileCpu = profile.to(torch::kCPU, torch::kFloat64).contiguous();
+    // Bin d holds L - d visible entries.
+    const auto counts = (L - torch::arange(L, torch::TensorOptions().dtype(torch::kFloat32).device(device)));
+    const auto profileCpu = (distanceSums_ / counts.unsqueeze(0)).to(torch::kCPU, torch::kFloat64).contiguous();
     for (int64_t h = 0; h < H; ++h) {
         HeadDiagnostics d;
         d.sparsity = sparsityV[size_t(h)];
@@ -111,6 +142,15 @@ AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weightsIn,
     return out;
 }
 
+AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,
+                                          const torch::Tensor& headOutputs,
+                                          const SparsityRule& rule) {
+    AttentionDiagnosticsAccumulator accumulator(weights.size(0), weights.size(1), rule,
+                                                weights.device());
+    accumulator.add(weights, 0);
+    return accumulator.finish(headOutputs);
+}
+
 FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor& slots,
                               const FfnWeights& w, FfnKind kind, double tauScale) {
     FfnDiagnostics out;
@@ -122,10 +162,12 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
     out.outputVariance = ffnOutput(slots, w, kind).var(/*unbiased=*/false).item<double>();
     // Output variance of the memory restricted to its first N' slots (paper 1's mechanism:
     // softmax shrinks the output as slots grow, ReLU does not). b2 is left out.
+    // The first N' slots' pre-activations are the first N' columns of the full ones.
+    const auto pre = ffnPreActivations(ffnInput, w, kind);
     for (int64_t n = std::min<int64_t>(N, 16); ; n = std::min(N, n * 2)) {
         FfnWeights sub{w.w1.narrow(0, 0, n), w.b1.narrow(0, 0, n), w.w2.narrow(1, 0, n),
                        torch::zeros_like(w.b2), w.lnW, w.lnB, w.eps};
-        auto m = ffnSlotActivations(ffnInput, sub, kind);
+        auto m = ffnActivation(pre.narrow(-1, 0, n), kind);
         double variance = ffnOutput(m, sub, kind).var(false).item<double>();
         out.outputVarianceBySlots.push_back({1, n, variance});
         if (n == N) break;

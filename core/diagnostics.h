@@ -50,6 +50,24 @@ struct FfnDiagnostics {
 
 SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale);
 
+// Builds AttentionDiagnostics from blocks of query rows, so that no (H, L, L) map has to exist
+// at once. Every block holds rows rowOffset..rowOffset+R-1 against keys 0..K-1 (K at least
+// rowOffset + R); entries a row cannot see must be exactly zero, as attentionWeights makes them.
+class AttentionDiagnosticsAccumulator {
+public:
+    AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens, const SparsityRule& rule,
+                                    const torch::Device& device);
+    void add(const torch::Tensor& weights, int64_t rowOffset);  // (H, R, K)
+    // headOutputs: (H, L, d_head) or undefined. Every row must have been added.
+    AttentionDiagnostics finish(const torch::Tensor& headOutputs) const;
+
+private:
+    int64_t heads_, tokens_;
+    SparsityRule rule_;
+    torch::Tensor sparseCount_, mass_, entropy_, top1_, topPct_;  // (H, L)
+    torch::Tensor distanceSums_;                                  // (H, L)
+};
+
 // weights: (H, L, L) causal; headOutputs: (H, L, d_head) or undefined.
 AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,
                                           const torch::Tensor& headOutputs,

@@ -2,14 +2,23 @@
 
 namespace relulens::core {
 
-torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind) {
+torch::Tensor ffnPreActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind) {
+    const bool softmax = kind == FfnKind::Softmax || kind == FfnKind::SoftmaxLn;
+    return softmax ? torch::linear(x, w.w1) : torch::linear(x, w.w1, w.b1);
+}
+
+torch::Tensor ffnActivation(const torch::Tensor& pre, FfnKind kind) {
     switch (kind) {
-        case FfnKind::Relu: return torch::relu(torch::linear(x, w.w1, w.b1));
-        case FfnKind::Gelu: return torch::gelu(torch::linear(x, w.w1, w.b1));
+        case FfnKind::Relu: return torch::relu(pre);
+        case FfnKind::Gelu: return torch::gelu(pre);
         case FfnKind::Softmax:
-        case FfnKind::SoftmaxLn: return torch::softmax(torch::linear(x, w.w1), -1);
+        case FfnKind::SoftmaxLn: return torch::softmax(pre, -1);
     }
-    return x;
+    return pre;
+}
+
+torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind) {
+    return ffnActivation(ffnPreActivations(x, w, kind), kind);
 }
 
 torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind kind) {

@@ -19,6 +19,11 @@ struct FfnWeights {
 // x: (..., d) -> (..., d_ff)
 torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind);
 
+// The activation alone, from pre-activations (x·W1ᵀ + b1, or x·W1ᵀ for the softmax variants).
+torch::Tensor ffnActivation(const torch::Tensor& pre, FfnKind kind);
+// The pre-activations ffnActivation expects.
+torch::Tensor ffnPreActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind);
+
 // Output from slot activations: m·W2ᵀ (+ b2 for relu/gelu; layer norm for softmax_ln).
 // m: (..., d_ff) -> (..., d)
 torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind kind);

@@ -22,6 +22,12 @@ torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset, double base) {
     return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
 }
 
+int64_t attentionBlockRows(int64_t heads, int64_t tokens) {
+    constexpr int64_t kBlockFloats = int64_t(1) << 24;
+    const int64_t rows = kBlockFloats / std::max<int64_t>(1, heads * tokens);
+    return rows >= tokens ? std::max<int64_t>(tokens, 1) : std::max<int64_t>(rows, 64);
+}
+
 Transformer Transformer::initialise(const ModelConfig& config, uint64_t seed, double std,
                                     bool perturbAll) {
     torch::manual_seed(seed);
@@ -98,11 +104,26 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         auto q = applyRotary(heads(tensor(p + "attn.wq")), 0, c.ropeBase);
         auto k = applyRotary(heads(tensor(p + "attn.wk")), 0, c.ropeBase);
         auto v = heads(tensor(p + "attn.wv"));
-        auto scores = torch::matmul(q, k.transpose(-1, -2)) * scale;  // (B, H, L, L)
-        auto weights = attentionWeights(scores.flatten(0, 1), run.attention,
-                                        tensor(p + "attn.gamma").repeat({B}))
-                           .view({B, H, L, L});
-        auto headOut = torch::matmul(weights, v);  // (B, H, L, dh)
+        const auto gamma = tensor(p + "attn.gamma").repeat({B});
+        const bool fullMaps = trace && (trace->options.scores || trace->options.weights);
+        int64_t rows = L;
+        if (!fullMaps) rows = trace && trace->blockRows > 0 ? trace->blockRows : attentionBlockRows(H, L);
+        torch::Tensor scores, weights, headOut;
+        std::vector<torch::Tensor> outBlocks, massBlocks;
+        for (int64_t r0 = 0; r0 < L; r0 += rows) {
+            const int64_t R = std::min(rows, L - r0);
+            const int64_t K = fullMaps ? L : r0 + R;  // keys past the block's last row are masked
+            auto s = torch::matmul(q.narrow(2, r0, R), k.narrow(2, 0, K).transpose(-1, -2)) * scale;
+            auto w = attentionWeights(s.flatten(0, 1), run.attention, gamma, r0).view({B, H, R, K});
+            outBlocks.push_back(torch::matmul(w, v.narrow(2, 0, K)));  // (B, H, R, dh)
+            if (trace && trace->options.rowMass) massBlocks.push_back(w.sum(-1));
+            if (trace && trace->onAttentionBlock) trace->onAttentionBlock(l, r0, w);
+            if (fullMaps) {
+                scores = s;
+                weights = w;
+            }
+        }
+        headOut = outBlocks.size() == 1 ? outBlocks[0] : torch::cat(outBlocks, 2);  // (B, H, L, dh)
         auto attnOut = torch::linear(headOut.transpose(1, 2).reshape({B, L, c.dModel}),
                                      tensor(p + "attn.wo"));
         x = x + attnOut;
@@ -129,7 +150,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
                 t.ffnInput = f;
                 t.slotActivations = slots;
             }
-            if (o.rowMass) t.rowMass = weights.sum(-1);
+            if (o.rowMass) t.rowMass = massBlocks.size() == 1 ? massBlocks[0] : torch::cat(massBlocks, 2);
         }
     }
     x = torch::layer_norm(x, {c.dModel}, tensor("ln_f.weight"), tensor("ln_f.bias"), c.normEps);

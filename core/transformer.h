@@ -1,6 +1,7 @@
 // A decoder-only causal transformer (pre-LN, rotary positions, tied input/output embedding)
 // whose attention and FFN activations are chosen per forward pass on the same weights.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,17 @@ struct LayerTrace {
 struct ForwardTrace {
     TraceOptions options;
     std::vector<LayerTrace> layers;
+    // Attention runs over blocks of query rows, each against only the keys it can see, so no
+    // (L, L) map exists unless scores or weights are traced. When set, every block of weights
+    // (B, H, R, K) of rows rowOffset..rowOffset+R-1 and keys 0..K-1 is handed here.
+    std::function<void(int64_t layer, int64_t rowOffset, const torch::Tensor& weights)>
+        onAttentionBlock;
+    int64_t blockRows = 0;  // rows per block; 0 chooses from the input length
 };
+
+// Rows per attention block: the whole input when it is short, otherwise as many rows as keep
+// one block of all heads' weights near 16 M floats.
+int64_t attentionBlockRows(int64_t heads, int64_t tokens);
 
 class Transformer {
 public:

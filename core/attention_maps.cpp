@@ -1,0 +1,190 @@
+#include "core/attention_maps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "core/attention.h"
+
+namespace relulens::core {
+
+std::string poolingName(Pooling pooling) { return pooling == Pooling::Max ? "max" : "mean"; }
+
+int64_t poolEdge(int64_t a, int64_t extent, int64_t n) { return a * extent / n; }
+
+namespace {
+
+constexpr int64_t kChunkFloats = int64_t(1) << 23;  // per rebuilt block of rows
+
+torch::Tensor longTensor(const std::vector<int64_t>& values, const torch::Device& device) {
+    return torch::tensor(values, torch::kLong).to(device);
+}
+
+}  // namespace
+
+PooledMap::PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t keyBegin,
+                     int64_t keyEnd, int64_t outRows, int64_t outKeys, Pooling pooling,
+                     const torch::Device& device)
+    : heads_(heads), rowBegin_(rowBegin), rowEnd_(rowEnd), keyBegin_(keyBegin), keyEnd_(keyEnd),
+      outRows_(std::clamp<int64_t>(outRows, 1, std::max<int64_t>(1, rowEnd - rowBegin))),
+      outKeys_(std::clamp<int64_t>(outKeys, 1, std::max<int64_t>(1, keyEnd - keyBegin))),
+      pooling_(pooling) {
+    if (rowEnd <= rowBegin || keyEnd <= keyBegin) throw std::invalid_argument("empty map region");
+    const int64_t C = keyEnd - keyBegin;
+    for (int64_t b = 0; b < outKeys_; ++b) {
+        width_ = std::max(width_, poolEdge(b + 1, C, outKeys_) - poolEdge(b, C, outKeys_));
+    }
+    // Every cell gathers `width_` columns; narrower cells repeat their last column, which the
+    // maximum ignores and the validity mask removes from sums and counts.
+    std::vector<int64_t> index;
+    std::vector<float> valid;
+    for (int64_t b = 0; b < outKeys_; ++b) {
+        const int64_t lo = poolEdge(b, C, outKeys_), hi = poolEdge(b + 1, C, outKeys_);
+        for (int64_t t = 0; t < width_; ++t) {
+            index.push_back(std::min(lo + t, hi - 1));
+            valid.push_back(lo + t < hi ? 1.0f : 0.0f);
+        }
+    }
+    keyIndex_ = longTensor(index, device);
+    keyValid_ = torch::tensor(valid).view({outKeys_, width_}).to(device);
+    auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    values_ = pooling == Pooling::Max
+                  ? torch::full({heads, outRows_, outKeys_}, -std::numeric_limits<float>::infinity(), options)
+                  : torch::zeros({heads, outRows_, outKeys_}, options);
+    counts_ = torch::zeros({outRows_, outKeys_}, options);
+}
+
+void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
+    const int64_t R = valuesIn.size(1), K = valuesIn.size(2);
+    const int64_t a = std::max(r0, rowBegin_), b = std::min(r0 + R, rowEnd_);
+    if (a >= b) return;
+    const int64_t Rs = b - a, C = keyEnd_ - keyBegin_;
+    const auto device = valuesIn.device();
+    const auto values = valuesIn.to(torch::kFloat32).narrow(1, a - r0, Rs);  // (H, Rs, K)
+    const int64_t available = std::clamp<int64_t>(K - keyBegin_, 0, C);
+    torch::Tensor region;
+    if (available == 0) {
+        region = torch::zeros({heads_, Rs, C}, values.options());
+    } else {
+        region = values.narrow(2, keyBegin_, available);
+        if (available < C) region = torch::constant_pad_nd(region, {0, C - available});
+    }
+    auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
+    const auto rows = torch::arange(a, b, longs).unsqueeze(1);                   // (Rs, 1)
+    const auto keys = torch::arange(keyBegin_, keyEnd_, longs).unsqueeze(0);     // (1, C)
+    const auto visible = (keys <= rows).logical_and(keys < K);                   // (Rs, C)
+    std::vector<int64_t> rowCell;
+    const int64_t extent = rowEnd_ - rowBegin_;
+    for (int64_t i = a; i < b; ++i) {
+        // the cell c with poolEdge(c) <= i - rowBegin < poolEdge(c + 1)
+        const int64_t r = i - rowBegin_;
+        rowCell.push_back(((r + 1) * outRows_ - 1) / extent);
+    }
+    const auto rowIndex = longTensor(rowCell, device);  // (Rs)
+
+    auto gatherKeys = [&](const torch::Tensor& t) {  // (..., C) -> (..., outKeys, width)
+        auto shape = t.sizes().vec();
+        shape.back() = outKeys_;
+        shape.push_back(width_);
+        return t.index_select(-1, keyIndex_).view(shape);
+    };
+    const auto visibleF = visible.to(torch::kFloat32);
+    counts_.index_add_(0, rowIndex, (gatherKeys(visibleF) * keyValid_).sum(-1));
+    if (pooling_ == Pooling::Max) {
+        const auto masked = torch::where(visible, region,
+                                         torch::full({}, -std::numeric_limits<float>::infinity(),
+                                                     region.options()));
+        const auto cells = std::get<0>(gatherKeys(masked).max(-1));  // (H, Rs, outKeys)
+        values_.scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({heads_, Rs, outKeys_}), cells,
+                                "amax", /*include_self=*/true);
+    } else {
+        const auto masked = torch::where(visible, region, torch::zeros({}, region.options()));
+        values_.index_add_(1, rowIndex, (gatherKeys(masked) * keyValid_).sum(-1));
+    }
+}
+
+torch::Tensor PooledMap::result() const {
+    const auto empty = (counts_ == 0).unsqueeze(0);
+    const auto nan = torch::full({}, std::numeric_limits<float>::quiet_NaN(), values_.options());
+    auto out = pooling_ == Pooling::Max ? values_ : values_ / counts_.clamp_min(1).unsqueeze(0);
+    return torch::where(empty, nan, out).to(torch::kCPU).contiguous();
+}
+
+AttentionMaps::AttentionMaps(std::vector<Layer> layers, AttentionSpec spec, double scale)
+    : layers_(std::move(layers)), spec_(spec), scale_(scale) {}
+
+int64_t AttentionMaps::heads() const { return layers_.empty() ? 0 : layers_[0].q.size(0); }
+int64_t AttentionMaps::tokens() const { return layers_.empty() ? 0 : layers_[0].q.size(1); }
+
+void AttentionMaps::checkRegion(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                                int64_t keyBegin, int64_t keyEnd) const {
+    const int64_t L = tokens();
+    if (layer < 0 || layer >= layers() || head < -1 || head >= heads() || rowBegin < 0 ||
+        rowEnd > L || rowBegin >= rowEnd || keyBegin < 0 || keyEnd > L || keyBegin >= keyEnd) {
+        throw std::out_of_range("attention map region outside layer " + std::to_string(layer) +
+                                ", head " + std::to_string(head) + " of " + std::to_string(L) +
+                                " tokens");
+    }
+}
+
+torch::Tensor AttentionMaps::rowWeights(int64_t layer, int64_t h0, int64_t h, int64_t r0,
+                                        int64_t R, int64_t K) const {
+    const auto& t = layers_[size_t(layer)];
+    auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, r0, R),
+                           t.k.narrow(0, h0, h).narrow(1, 0, K).transpose(-1, -2)) * scale_;
+    return attentionWeights(s, spec_, t.gamma.narrow(0, h0, h), r0);
+}
+
+torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBegin,
+                                     int64_t rowEnd, int64_t keyBegin, int64_t keyEnd) const {
+    checkRegion(layer, head, rowBegin, rowEnd, keyBegin, keyEnd);
+    const int64_t h0 = head < 0 ? 0 : head, h = head < 0 ? heads() : 1;
+    const int64_t C = keyEnd - keyBegin;
+    std::vector<torch::Tensor> parts;
+    const int64_t chunk = std::max<int64_t>(1, kChunkFloats / (h * rowEnd));
+    for (int64_t r0 = rowBegin; r0 < rowEnd; r0 += chunk) {
+        const int64_t R = std::min(chunk, rowEnd - r0);
+        // Keys past the chunk's last row are masked; softmax needs every key a row sees.
+        const int64_t K = r0 + R;
+        auto w = rowWeights(layer, h0, h, r0, R, K).mean(0);  // (R, K)
+        const int64_t available = std::clamp<int64_t>(K - keyBegin, 0, C);
+        torch::Tensor part = available > 0 ? w.narrow(1, keyBegin, available)
+                                           : torch::zeros({R, 0}, w.options());
+        if (available < C) part = torch::constant_pad_nd(part, {0, C - available});
+        parts.push_back(part.to(torch::kCPU));
+    }
+    return (parts.size() == 1 ? parts[0] : torch::cat(parts, 0)).contiguous();
+}
+
+torch::Tensor AttentionMaps::scores(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                                    int64_t keyBegin, int64_t keyEnd) const {
+    checkRegion(layer, head, rowBegin, rowEnd, keyBegin, keyEnd);
+    const auto& t = layers_[size_t(layer)];
+    const int64_t h0 = head < 0 ? 0 : head, h = head < 0 ? heads() : 1;
+    auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, rowBegin, rowEnd - rowBegin),
+                           t.k.narrow(0, h0, h).narrow(1, keyBegin, keyEnd - keyBegin)
+                               .transpose(-1, -2)) * scale_;
+    return s.mean(0).to(torch::kCPU).contiguous();
+}
+
+torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head) const {
+    return weights(layer, head, 0, tokens(), 0, tokens());
+}
+
+torch::Tensor AttentionMaps::pooled(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                                    int64_t keyBegin, int64_t keyEnd, int64_t outRows,
+                                    int64_t outKeys, Pooling pooling) const {
+    checkRegion(layer, head, rowBegin, rowEnd, keyBegin, keyEnd);
+    const int64_t h0 = head < 0 ? 0 : head, h = head < 0 ? heads() : 1;
+    const auto device = layers_[size_t(layer)].q.device();
+    PooledMap map(1, rowBegin, rowEnd, keyBegin, keyEnd, outRows, outKeys, pooling, device);
+    const int64_t chunk = std::max<int64_t>(1, kChunkFloats / (h * rowEnd));
+    for (int64_t r0 = rowBegin; r0 < rowEnd; r0 += chunk) {
+        const int64_t R = std::min(chunk, rowEnd - r0);
+        map.add(rowWeights(layer, h0, h, r0, R, r0 + R).mean(0, /*keepdim=*/true), r0);
+    }
+    return map.result()[0];
+}
+
+}  // namespace relulens::core

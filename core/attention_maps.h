@@ -1,0 +1,86 @@
+// Attention maps on demand. A capture keeps every layer's queries and keys (a few MB even at
+// 8,192 tokens) instead of layers × heads × L² weights (4.3 GB there); any head's map, or a tile
+// of it, is rebuilt from them with the same arithmetic as the forward pass. Maps larger than the
+// screen are shown pooled: each cell summarises a block of entries by their maximum or mean.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/torch_include.h"
+#include "core/variants.h"
+
+namespace relulens::core {
+
+enum class Pooling { Max, Mean };
+std::string poolingName(Pooling pooling);  // "max" or "mean"
+
+// Row or column a of n output cells over `extent` inputs covers inputs
+// floor(a · extent / n) .. floor((a + 1) · extent / n) - 1.
+int64_t poolEdge(int64_t a, int64_t extent, int64_t n);
+
+// The region rows [rowBegin, rowEnd) × keys [keyBegin, keyEnd) of H maps pooled to
+// outRows × outKeys cells (each at most the region's size). Blocks of rows arrive in any order;
+// entries a row cannot see (key > row) are left out, and a cell with no visible entry is NaN.
+class PooledMap {
+public:
+    PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t keyBegin, int64_t keyEnd,
+              int64_t outRows, int64_t outKeys, Pooling pooling, const torch::Device& device);
+    // values: (H, R, K), rows rowOffset..rowOffset+R-1 against keys 0..K-1; keys from K on are
+    // taken as masked.
+    void add(const torch::Tensor& values, int64_t rowOffset);
+    torch::Tensor result() const;  // (H, outRows, outKeys) CPU float
+    int64_t outRows() const { return outRows_; }
+    int64_t outKeys() const { return outKeys_; }
+
+private:
+    int64_t heads_, rowBegin_, rowEnd_, keyBegin_, keyEnd_, outRows_, outKeys_;
+    Pooling pooling_;
+    torch::Tensor keyIndex_;  // (outKeys · width) region columns gathered per cell
+    torch::Tensor keyValid_;  // (outKeys, width) 1 for a real column, 0 for padding
+    int64_t width_ = 1;
+    torch::Tensor values_;    // (H, outRows, outKeys) running max, or sums for the mean
+    torch::Tensor counts_;    // (outRows, outKeys) visible entries per cell (mean)
+    torch::Tensor seen_;      // (outRows, outKeys) any visible entry (max)
+};
+
+class AttentionMaps {
+public:
+    struct Layer {
+        torch::Tensor q, k;   // (H, L, d_head) after rotary
+        torch::Tensor gamma;  // (H) ReLUFormer scale
+    };
+    AttentionMaps(std::vector<Layer> layers, AttentionSpec spec, double scale);
+
+    int64_t layers() const { return int64_t(layers_.size()); }
+    int64_t heads() const;
+    int64_t tokens() const;
+    const AttentionSpec& spec() const { return spec_; }
+
+    // Weights (or raw scores q·k / sqrt(d_head)) of rows [rowBegin, rowEnd) against keys
+    // [keyBegin, keyEnd) of one head, or of the mean of the layer's heads for head -1:
+    // (R, C) CPU float. Weights are 0 where a row cannot see the key; scores are not masked.
+    torch::Tensor weights(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                          int64_t keyBegin, int64_t keyEnd) const;
+    torch::Tensor scores(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                         int64_t keyBegin, int64_t keyEnd) const;
+    torch::Tensor weights(int64_t layer, int64_t head) const;  // the whole (L, L) map
+
+    // The region pooled to at most outRows × outKeys cells (fewer when the region is smaller):
+    // (rows, keys) CPU float, NaN where a cell holds only masked entries.
+    torch::Tensor pooled(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                         int64_t keyBegin, int64_t keyEnd, int64_t outRows, int64_t outKeys,
+                         Pooling pooling) const;
+
+private:
+    // (h, R, K) weights of rows [r0, r0 + R) against keys [0, K) for heads [h0, h0 + h).
+    torch::Tensor rowWeights(int64_t layer, int64_t h0, int64_t h, int64_t r0, int64_t R,
+                             int64_t K) const;
+    void checkRegion(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                     int64_t keyBegin, int64_t keyEnd) const;
+
+    std::vector<Layer> layers_;
+    AttentionSpec spec_;
+    double scale_;
+};
+
+}  // namespace relulens::core

@@ -1,0 +1,285 @@
+// Lazy capture against the full one: maps rebuilt from queries and keys, diagnostics accumulated
+// over blocks of rows, and pooled (level-of-detail) maps against pooling done by hand.
+#include <QtTest>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "core/attention_maps.h"
+#include "core/capture.h"
+#include "core/checkpoint.h"
+#include "test_support.h"
+
+using namespace relulens::core;
+
+namespace {
+
+std::vector<RunSpec> everyVariant() {
+    std::vector<RunSpec> runs;
+    auto add = [&](AttentionKind kind, FamilyFunction h = FamilyFunction::Relu, double a = 1.0,
+                   FfnKind ffn = FfnKind::Relu) {
+        RunSpec run;
+        run.attention.kind = kind;
+        run.attention.h = h;
+        run.attention.a = a;
+        run.ffn = ffn;
+        runs.push_back(run);
+    };
+    add(AttentionKind::Softmax);
+    add(AttentionKind::Relu);
+    add(AttentionKind::ReluLen);
+    add(AttentionKind::ReluLen, FamilyFunction::Relu, 0.5);
+    add(AttentionKind::ReluFormer);
+    add(AttentionKind::Family, FamilyFunction::Relu2, 1.5);
+    add(AttentionKind::Family, FamilyFunction::Gelu, 1.0, FfnKind::Gelu);
+    add(AttentionKind::Family, FamilyFunction::Softplus, 1.0, FfnKind::Softmax);
+    add(AttentionKind::Family, FamilyFunction::Sigmoid, 0.0, FfnKind::SoftmaxLn);
+    return runs;
+}
+
+double maxDifference(const torch::Tensor& a, const torch::Tensor& b) {
+    return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+// Difference relative to the size of the values (raw ReLU row masses reach the hundreds).
+double relativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
+    return maxDifference(a, b) / (1.0 + a.to(torch::kFloat64).abs().max().item<double>());
+}
+
+bool close(double a, double b, double tolerance) {
+    return std::abs(a - b) <= tolerance * (1.0 + std::abs(a));
+}
+
+std::string readText(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Pooling by hand: loops over the cells of the (rows × keys) region of a full map.
+torch::Tensor poolByHand(const torch::Tensor& full, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
+                         int64_t outRows, int64_t outKeys, bool max) {
+    auto out = torch::empty({outRows, outKeys}, torch::kFloat32);
+    for (int64_t a = 0; a < outRows; ++a) {
+        for (int64_t b = 0; b < outKeys; ++b) {
+            const int64_t rLo = r0 + a * (r1 - r0) / outRows, rHi = r0 + (a + 1) * (r1 - r0) / outRows;
+            const int64_t kLo = k0 + b * (k1 - k0) / outKeys, kHi = k0 + (b + 1) * (k1 - k0) / outKeys;
+            double best = -std::numeric_limits<double>::infinity(), sum = 0;
+            int count = 0;
+            for (int64_t i = rLo; i < rHi; ++i) {
+                for (int64_t j = kLo; j < kHi; ++j) {
+                    if (j > i) continue;  // masked: not data
+                    const double v = full[i][j].item<double>();
+                    best = std::max(best, v);
+                    sum += v;
+                    ++count;
+                }
+            }
+            out[a][b] = count == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                   : float(max ? best : sum / count);
+        }
+    }
+    return out;
+}
+
+bool sameWithNaN(const torch::Tensor& a, const torch::Tensor& b, double tolerance) {
+    if (a.sizes() != b.sizes()) return false;
+    if (!torch::equal(a.isnan(), b.isnan())) return false;
+    const auto finite = a.isnan().logical_not();
+    if (finite.sum().item<int64_t>() == 0) return true;
+    return (a.masked_select(finite) - b.masked_select(finite)).abs().max().item<double>() <= tolerance;
+}
+
+}  // namespace
+
+class TestAttentionMaps : public QObject {
+    Q_OBJECT
+private:
+    std::optional<LoadedModel> tiny_;
+    std::string text_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+        QVERIFY2(loaded.ok(), loaded ? "" : loaded.error().c_str());
+        tiny_.emplace(std::move(*loaded));
+        text_ = readText(relulens::test::dataPath("excerpt.txt")).substr(0, 600);
+    }
+
+    void blockedForwardEqualsOneBlock() {
+        torch::NoGradGuard noGrad;
+        auto ids = torch::randint(0, tiny_->model.config().vocabSize, {2, 50}, torch::kLong);
+        for (const auto& run : everyVariant()) {
+            auto whole = tiny_->model.forward(ids, run);
+            ForwardTrace blocked;
+            blocked.blockRows = 7;  // 50 rows: 7 blocks of 7 and one of 1
+            int blocks = 0;
+            blocked.onAttentionBlock = [&](int64_t, int64_t, const torch::Tensor&) { ++blocks; };
+            auto pieces = tiny_->model.forward(ids, run, &blocked);
+            QCOMPARE(blocks, 8 * int(tiny_->model.config().nLayers));
+            QVERIFY2(maxDifference(whole, pieces) < 1e-4, run.attention.label().c_str());
+        }
+    }
+
+    void lazyAndFullCaptureAgreeOnEveryVariant() {
+        for (const auto& run : everyVariant()) {
+            const QByteArray name = QByteArray::fromStdString(run.attention.label());
+            CaptureRequest full;
+            full.run = run;
+            full.allMaps = true;
+            auto a = capture(tiny_->model, tiny_->tokenizer, text_, full);
+            QVERIFY2(a.ok(), a ? "" : a.error().c_str());
+            CaptureRequest lazy;
+            lazy.run = run;
+            lazy.lazyMaps = true;
+            lazy.blockRows = 13;  // diagnostics accumulated over many blocks of rows
+            auto b = capture(tiny_->model, tiny_->tokenizer, text_, lazy);
+            QVERIFY2(b.ok(), b ? "" : b.error().c_str());
+            QVERIFY(b->maps.empty());
+            QVERIFY(b->attentionMaps);
+            const auto& maps = *b->attentionMaps;
+            const int64_t L = int64_t(a->tokens.size());
+            QVERIFY(L > 100);
+            QCOMPARE(maps.tokens(), L);
+            for (const auto& m : a->maps) {
+                const auto w = maps.weights(m.ref.layer, m.ref.head);
+                QVERIFY2(maxDifference(w, m.weights) < 1e-5, qPrintable(QString("%1 %2").arg(name.constData()).arg(maxDifference(w, m.weights))));
+                const auto s = maps.scores(m.ref.layer, m.ref.head, 0, L, 0, L);
+                QVERIFY2(relativeDifference(s, m.scores) < 1e-5, name);
+                // a tile is the same slice of the map
+                const auto tile = maps.weights(m.ref.layer, m.ref.head, 40, 77, 10, 61);
+                QVERIFY2(maxDifference(tile, m.weights.slice(0, 40, 77).slice(1, 10, 61)) < 1e-5, name);
+            }
+            // the mean of a layer's heads
+            std::vector<torch::Tensor> layer1;
+            for (const auto& m : a->maps) {
+                if (m.ref.layer == 1) layer1.push_back(m.weights);
+            }
+            QVERIFY(maxDifference(maps.weights(1, -1), torch::stack(layer1).mean(0)) < 1e-5);
+
+            QCOMPARE(a->predictions.size(), b->predictions.size());
+            for (size_t i = 0; i < a->predictions.size(); ++i) {
+                QCOMPARE(a->predictions[i][0].id, b->predictions[i][0].id);
+                QVERIFY(std::abs(a->predictions[i][0].probability - b->predictions[i][0].probability) < 1e-5);
+            }
+            for (size_t l = 0; l < a->layers.size(); ++l) {
+                const auto& x = a->layers[l].attention;
+                const auto& y = b->layers[l].attention;
+                QVERIFY2(maxDifference(x.rowSparsity, y.rowSparsity) < 1e-6, name);
+                // GELU rows whose positive and negative weights nearly cancel (mass 0.005) magnify
+                // rounding in the normalised entropy; 1e-4 relative still pins it down.
+                QVERIFY2(relativeDifference(x.rowEntropy, y.rowEntropy) < 1e-4, name);
+                QVERIFY2(relativeDifference(x.rowMass, y.rowMass) < 1e-5, name);
+                for (size_t h = 0; h < x.heads.size(); ++h) {
+                    const auto& p = x.heads[h];
+                    const auto& q = y.heads[h];
+                    QVERIFY2(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
+                    QVERIFY2(close(p.rowMass, q.rowMass, 1e-5), name);
+                    QVERIFY2(close(p.entropy, q.entropy, 1e-4), name);
+                    QVERIFY2(std::abs(p.topRatio1 - q.topRatio1) < 1e-5, name);
+                    QVERIFY2(std::abs(p.topRatio1pct - q.topRatio1pct) < 1e-5, name);
+                    QVERIFY2(close(p.outputVariance, q.outputVariance, 1e-5), name);
+                    QCOMPARE(p.emptyRows, q.emptyRows);
+                    QCOMPARE(p.distanceProfile.size(), q.distanceProfile.size());
+                    for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
+                        QVERIFY2(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
+                    }
+                }
+            }
+        }
+    }
+
+    void pooledMapsAgreeWithPoolingByHand() {
+        CaptureRequest lazy;
+        lazy.run.attention.kind = AttentionKind::Softmax;
+        lazy.lazyMaps = true;
+        auto r = capture(tiny_->model, tiny_->tokenizer, text_, lazy);
+        QVERIFY(r.ok());
+        const auto& maps = *r->attentionMaps;
+        const int64_t L = maps.tokens();
+        const auto full = maps.weights(0, 1);
+        const auto mean = maps.weights(1, -1);
+        struct Case { int64_t r0, r1, k0, k1, rows, keys; };
+        // the whole map unevenly, a tile across the diagonal, one above it (all masked), and a
+        // region smaller than the requested cells (no pooling)
+        for (const Case& c : {Case{0, L, 0, L, 9, 11}, Case{30, 95, 20, 90, 6, 13},
+                              Case{5, 20, 40, 60, 3, 4}, Case{50, 58, 45, 52, 100, 100}}) {
+            for (bool max : {true, false}) {
+                const auto pooling = max ? Pooling::Max : Pooling::Mean;
+                const int64_t rows = std::min(c.rows, c.r1 - c.r0), keys = std::min(c.keys, c.k1 - c.k0);
+                auto expected = poolByHand(full, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
+                auto got = maps.pooled(0, 1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling);
+                QVERIFY2(sameWithNaN(got, expected, 1e-6),
+                         qPrintable(QString("rows %1-%2 keys %3-%4 %5").arg(c.r0).arg(c.r1).arg(c.k0)
+                                        .arg(c.k1).arg(max ? "max" : "mean")));
+                auto expectedMean = poolByHand(mean, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
+                QVERIFY(sameWithNaN(maps.pooled(1, -1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling),
+                                    expectedMean, 1e-6));
+            }
+        }
+        // the region above the diagonal holds only masked entries
+        QVERIFY(maps.pooled(0, 1, 5, 20, 40, 60, 3, 4, Pooling::Max).isnan().all().item<bool>());
+        // no pooling at full size: the cells are the map itself, masked entries NaN
+        auto exact = maps.pooled(0, 1, 0, L, 0, L, L, L, Pooling::Mean);
+        QVERIFY(sameWithNaN(exact, full.masked_fill(torch::ones({L, L}, torch::kBool).triu(1),
+                                                    std::numeric_limits<float>::quiet_NaN()), 1e-7));
+    }
+
+    void pooledMapTakesBlocksInAnyOrder() {
+        // A hand-made 6×6 causal map pooled to 2×3 cells from blocks given out of order.
+        auto full = torch::arange(36, torch::kFloat32).view({1, 6, 6}) + 1;
+        full = full * torch::ones({6, 6}).tril();
+        PooledMap map(1, 0, 6, 0, 6, 2, 3, Pooling::Max, torch::kCPU);
+        map.add(full.narrow(1, 4, 2), 4);
+        map.add(full.narrow(1, 0, 2).narrow(2, 0, 2), 0);  // keys past a block's rows are masked
+        map.add(full.narrow(1, 2, 2).narrow(2, 0, 4), 2);
+        // rows 0-2 × keys 0-1: max of 1, 7, 8, 13, 14 = 14; keys 2-3: 15; keys 4-5: all masked
+        // rows 3-5 × keys 0-1: 32; keys 2-3: 34; keys 4-5: 35, 36 (row 5) and 29 → 36
+        auto got = map.result()[0];
+        QVERIFY(std::isnan(got[0][2].item<float>()));
+        QCOMPARE(got[0][0].item<float>(), 14.0f);
+        QCOMPARE(got[0][1].item<float>(), 15.0f);
+        QCOMPARE(got[1][0].item<float>(), 32.0f);
+        QCOMPARE(got[1][1].item<float>(), 34.0f);
+        QCOMPARE(got[1][2].item<float>(), 36.0f);
+        PooledMap mean(1, 0, 6, 0, 6, 2, 3, Pooling::Mean, torch::kCPU);
+        mean.add(full, 0);
+        // rows 3-5 × keys 4-5: visible 29 (row 4, key 4), 35, 36 (row 5) → 100 / 3
+        QVERIFY(std::abs(mean.result()[0][1][2].item<float>() - 100.0f / 3) < 1e-5);
+    }
+
+    void badRegionsAreRefused() {
+        CaptureRequest lazy;
+        lazy.lazyMaps = true;
+        auto r = capture(tiny_->model, tiny_->tokenizer, "a short text", lazy);
+        QVERIFY(r.ok());
+        const auto& maps = *r->attentionMaps;
+        QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(5, 0));
+        QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(0, 0, 0, maps.tokens() + 1, 0, 1));
+        QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.pooled(0, 9, 0, 1, 0, 1, 1, 1, Pooling::Max));
+    }
+
+    void everyMapAtOnceIsCappedButLazyIsNot() {
+        std::string text;
+        while (text.size() < 5000) text += text_;
+        CaptureRequest full;
+        full.allMaps = true;
+        full.maxAllMapsTokens = 200;
+        auto refused = capture(tiny_->model, tiny_->tokenizer, text, full);
+        QVERIFY(!refused.ok());
+        QVERIFY2(QString::fromStdString(refused.error()).contains("every map at once is kept for at most 200"),
+                 refused.error().c_str());
+        CaptureRequest lazy;
+        lazy.lazyMaps = true;
+        lazy.maxAllMapsTokens = 200;
+        auto fine = capture(tiny_->model, tiny_->tokenizer, text, lazy);
+        QVERIFY2(fine.ok(), fine ? "" : fine.error().c_str());
+        QVERIFY(fine->attentionMaps->tokens() > 200);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAttentionMaps)
+#include "test_attention_maps.moc"
