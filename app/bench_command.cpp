@@ -1,32 +1,126 @@
-// relulens bench: time from an activation toggle to the redrawn attention map and sparsity views,
-// through the real state, worker thread and widgets (offscreen), at several input lengths.
-#include <QApplication>
-#include <QElapsedTimer>
-#include <QEventLoop>
-#include <QFile>
-#include <QTimer>
+// relulens bench: how fast ReluLens is at several input lengths, how far its forward pass is
+// from the machine's matrix-multiply floor, and (with --baseline) how it compares with running
+// the same weights in PyTorch eager mode from a notebook.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
-#include <memory>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/grad_mode.h>
 
 #include "app/commands.h"
+#include "core/capture.h"
+#include "core/checkpoint.h"
+#include "core/device.h"
+#ifdef RELULENS_WITH_GUI
 #include "app/gui.h"
-#include "core/tokenizer.h"
-#include "qcustomplot.h"
-#include "ui/app_state.h"
-#include "ui/attention_map_view.h"
-#include "ui/inference_worker.h"
-#include "ui/resource_paths.h"
-#include "ui/sparsity_view.h"
+#endif
 
 namespace relulens::app {
 
 namespace {
 
-// The first n tokens of `source` repeated as often as needed.
+using Clock = std::chrono::steady_clock;
+
+double millisecondsSince(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Runs f once to warm up, then `repeats` times; the median in milliseconds.
+template <class F>
+double medianMs(int repeats, F&& f) {
+    f();
+    std::vector<double> times;
+    for (int r = 0; r < repeats; ++r) {
+        const auto start = Clock::now();
+        f();
+        times.push_back(millisecondsSince(start));
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+// Waits for queued GPU work by reading one number back.
+void synchronise(const torch::Tensor& t) {
+    if (t.defined() && !t.is_cpu()) t.sum().item<float>();
+}
+
+// The process's peak resident memory so far (VmHWM), in MB.
+double peakResidentMb() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    }
+    return 0;
+}
+
+// Floating-point operations of one forward pass over n tokens: the projections, the attention
+// products over the visible (causal) pairs only, the FFN and the output layer; a multiply-add
+// counts two.
+double forwardFlops(const core::ModelConfig& c, int64_t n) {
+    const double N = double(n), d = double(c.dModel), f = double(c.dFf), V = double(c.vocabSize);
+    const double projections = 4 * 2 * N * d * d;         // q, k, v, o
+    const double attention = 2 * 2 * d * N * (N + 1) / 2;  // q·kᵀ and α·v, all heads (H·d_h = d)
+    const double ffn = 2 * 2 * N * d * f;
+    return double(c.nLayers) * (projections + attention + ffn) + 2 * N * d * V;
+}
+
+// The best of three timings of 2048 × 2048 float matrix products, in GFLOP/s.
+double matmulRate(const torch::Device& device) {
+    auto a = torch::randn({2048, 2048}, torch::TensorOptions().device(device));
+    auto b = torch::randn({2048, 2048}, torch::TensorOptions().device(device));
+    synchronise(torch::mm(a, b));
+    double best = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+        const auto start = Clock::now();
+        torch::Tensor c;
+        for (int i = 0; i < 8; ++i) c = torch::mm(a, b);
+        synchronise(c);
+        const double seconds = millisecondsSince(start) / 1e3;
+        best = std::max(best, 8 * 2.0 * 2048.0 * 2048.0 * 2048.0 / seconds / 1e9);
+    }
+    return best;
+}
+
+std::string executableDir() {
+    char buffer[4096];
+    const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+    if (n <= 0) return ".";
+    std::string path(buffer, size_t(n));
+    return path.substr(0, path.find_last_of('/'));
+}
+
+bool exists(const std::string& path) {
+    struct stat s {};
+    return stat(path.c_str(), &s) == 0;
+}
+
+// The first existing of exe/../share/relulens/<rel> (installed) and exe/../../<tree>/<rel>.
+std::string findBeside(const std::string& rel, const std::string& tree) {
+    const std::string exe = executableDir();
+    for (const std::string& candidate :
+         {exe + "/../share/relulens/" + rel, exe + "/../../" + tree + "/" + rel}) {
+        if (exists(candidate)) return candidate;
+    }
+    return exe + "/../../" + tree + "/" + rel;
+}
+
+std::string readFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A text of exactly n tokens: `source` repeated as often as needed, cut after token n.
 std::string textOfTokens(const core::Tokenizer& tokenizer, const std::string& source, size_t n) {
     std::string text = source;
     while (tokenizer.encode(text).size() < n) text += "\n\n" + source;
@@ -34,79 +128,207 @@ std::string textOfTokens(const core::Tokenizer& tokenizer, const std::string& so
     return text.substr(0, tokens[n - 1].end);
 }
 
-bool waitFor(QObject* sender, const char* signal, int timeoutMs) {
-    QEventLoop loop;
-    QTimer::singleShot(timeoutMs, &loop, [&loop] { loop.exit(1); });
-    QObject::connect(sender, signal, &loop, SLOT(quit()));
-    return loop.exec() == 0;
+std::string quoted(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+struct BaselineRun {
+    double forwardWithMapsMs = 0, textToPictureMs = 0, peakMb = 0, maxDifference = 0;
+};
+
+core::Result<BaselineRun> runBaseline(const std::string& python, const std::string& script,
+                                      const std::string& model, const std::vector<core::Token>& tokens,
+                                      const core::AttentionMaps& maps, int64_t layer, int repeats) {
+    char dir[] = "/tmp/relulens-bench-XXXXXX";
+    if (!mkdtemp(dir)) return core::Error{"cannot make a temporary folder for the baseline"};
+    const std::string folder = dir;
+    {
+        std::ofstream ids(folder + "/ids.txt");
+        for (const auto& t : tokens) ids << t.id << ' ';
+    }
+    const std::string command =
+        quoted(python) + " " + quoted(script) + " --model " + quoted(model) + " --ids " +
+        quoted(folder + "/ids.txt") + " --layer " + std::to_string(layer) + " --head 0" +
+        " --repeats " + std::to_string(repeats) + " --threads " + std::to_string(at::get_num_threads()) +
+        " --map-out " + quoted(folder + "/map.f32") + " --png " + quoted(folder + "/map.png");
+    std::string output;
+    if (FILE* pipe = popen(command.c_str(), "r")) {
+        char buffer[4096];
+        while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+        if (pclose(pipe) != 0) {
+            return core::Error{"the baseline failed (" + command + "); is python3-torch installed?"};
+        }
+    } else {
+        return core::Error{"cannot run " + python};
+    }
+    BaselineRun run;
+    try {
+        const auto j = nlohmann::json::parse(output.substr(output.rfind('{')));
+        run.forwardWithMapsMs = j.at("forward_with_maps_ms").get<double>();
+        run.textToPictureMs = j.at("text_to_picture_ms").get<double>();
+        run.peakMb = j.at("peak_rss_mb").get<double>();
+    } catch (const std::exception& e) {
+        return core::Error{std::string("unreadable baseline output: ") + e.what() + "\n" + output};
+    }
+    // Cross-check: the head the baseline drew against ReluLens's map of the same head.
+    const std::string raw = readFile(folder + "/map.f32");
+    const int64_t L = maps.tokens();
+    if (int64_t(raw.size()) != L * L * 4) return core::Error{"the baseline's map has the wrong size"};
+    auto theirs = torch::from_blob(const_cast<char*>(raw.data()), {L, L}, torch::kFloat32).clone();
+    run.maxDifference = (theirs - maps.weights(layer, 0)).abs().max().item<double>();
+    std::remove((folder + "/ids.txt").c_str());
+    std::remove((folder + "/map.f32").c_str());
+    std::remove((folder + "/map.png").c_str());
+    rmdir(folder.c_str());
+    return run;
 }
 
 }  // namespace
 
 int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
     auto args = Arguments::parse(argvRest, {{"model"}, {"file"}, {"sizes", true, true},
-                                            {"repeats"}, {"json"}});
+                                            {"repeats"}, {"json"}, {"device"},
+                                            {"baseline", false}, {"baseline-repeats"},
+                                            {"python"}, {"no-gui", false}});
     if (!args) return fail(args.error());
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    QApplication app(argc, argv);
-    const QString model = args->has("model") ? QString::fromStdString(args->value("model"))
-                                             : ui::ResourcePaths::resourcesDir() + "/models/softmax";
-    auto tokenizer = core::Tokenizer::load((model + "/tokenizer.model").toStdString());
-    if (!tokenizer) return fail(tokenizer.error());
-    QFile file(args->has("file") ? QString::fromStdString(args->value("file")) : ui::ResourcePaths::sampleTextPath());
-    if (!file.open(QIODevice::ReadOnly)) return fail(file.fileName().toStdString() + ": cannot open");
-    const std::string source = file.readAll().toStdString();
-    std::vector<size_t> sizes = {64, 256, 1024};
+    const std::string modelFolder =
+        args->has("model") ? args->value("model") : findBeside("models/softmax", "resources");
+    const std::string textFile =
+        args->has("file") ? args->value("file") : findBeside("sample.txt", "resources");
+    std::vector<size_t> sizes = {128, 512, 2048, 8192};
     if (args->has("sizes")) {
         sizes.clear();
-        for (const auto& s : args->values("sizes")) sizes.push_back(size_t(std::stoul(s)));
-    }
-    auto repeats = args->integer("repeats", 9);
-    if (!repeats || *repeats < 1) return fail("--repeats must be positive");
-
-    ui::AppState state;
-    ui::InferenceController inference(&state);
-    state.setModelFolder(model);
-    ui::AttentionMapView map(&state);
-    ui::SparsityView sparsity(&state);
-    for (QWidget* w : std::initializer_list<QWidget*>{&map, &sparsity}) {
-        w->resize(1100, 850);
-        w->setAttribute(Qt::WA_DontShowOnScreen);
-        w->show();
-    }
-    nlohmann::json results = nlohmann::json::array();
-    std::printf("toggle → redrawn attention map and sparsity views (%s, median of %lld)\n",
-                qPrintable(model), (long long)*repeats);
-    std::printf("%8s %12s %12s %12s\n", "tokens", "median ms", "min ms", "max ms");
-    for (size_t n : sizes) {
-        state.setText(QString::fromStdString(textOfTokens(*tokenizer, source, n)));
-        if (!waitFor(&state, SIGNAL(resultChanged()), 120000)) return fail("no result");
-        QApplication::processEvents();
-        std::vector<double> times;
-        for (int r = 0; r < *repeats + 1; ++r) {
-            int pending = 2;
-            QEventLoop loop;
-            auto done = [&] { if (--pending == 0) loop.quit(); };
-            auto c1 = QObject::connect(map.plot(), &QCustomPlot::afterReplot, &loop, done);
-            auto c2 = QObject::connect(sparsity.findChild<QCustomPlot*>(), &QCustomPlot::afterReplot, &loop, done);
-            QElapsedTimer timer;
-            timer.start();
-            state.toggleSoftmaxRelu();
-            QTimer::singleShot(120000, &loop, &QEventLoop::quit);
-            loop.exec();
-            QObject::disconnect(c1);
-            QObject::disconnect(c2);
-            if (r > 0) times.push_back(double(timer.nsecsElapsed()) / 1e6);  // first run warms up
+        for (const auto& s : args->values("sizes")) {
+            char* end = nullptr;
+            const long v = std::strtol(s.c_str(), &end, 10);
+            if (!end || *end || v < 2 || v > 16384) return fail("--sizes takes token counts from 2 to 16384");
+            sizes.push_back(size_t(v));
         }
-        std::sort(times.begin(), times.end());
-        const double median = times[times.size() / 2];
-        std::printf("%8zu %12.1f %12.1f %12.1f\n", state.result()->tokens.size(), median, times.front(), times.back());
-        results.push_back({{"tokens", state.result()->tokens.size()}, {"median_ms", median},
-                           {"min_ms", times.front()}, {"max_ms", times.back()}});
     }
+    auto repeats = args->integer("repeats", 5);
+    if (!repeats || *repeats < 1) return fail("--repeats must be positive");
+    auto baselineRepeats = args->integer("baseline-repeats", 3);
+    if (!baselineRepeats || *baselineRepeats < 1) return fail("--baseline-repeats must be positive");
+    auto device = core::selectDevice(args->has("device") ? args->value("device") : "auto");
+    if (!device) return fail(device.error());
+    const bool baseline = args->has("baseline");
+    const std::string python = args->has("python") ? args->value("python") : "/usr/bin/python3";
+    const std::string script = findBeside("bench/baseline.py", ".");
+    if (baseline && !exists(script)) return fail(script + ": the baseline script is missing");
+    bool gui = !args->has("no-gui");
+#ifndef RELULENS_WITH_GUI
+    gui = false;
+#endif
+
+    auto loaded = core::loadModelFolder(modelFolder);
+    if (!loaded) return fail(loaded.error());
+    loaded->model.to(*device);
+    const std::string source = readFile(textFile);
+    if (source.empty()) return fail(textFile + ": cannot read the benchmark text");
+    const auto& config = loaded->model.config();
+    const auto run = config.trained;
+    torch::NoGradGuard noGrad;
+
+    const double rate = matmulRate(*device);
+    std::printf("relulens bench: %s on %s, %s\n", modelFolder.c_str(), device->str().c_str(),
+                core::deviceReport().c_str());
+    std::printf("model: %lld layers × %lld heads, d_model %lld, d_ff %lld; variant %s; "
+                "matrix multiply %.1f GFLOP/s (2048², best of 3); medians of %lld runs\n\n",
+                (long long)config.nLayers, (long long)config.nHeads, (long long)config.dModel,
+                (long long)config.dFf, run.attention.label().c_str(), rate, (long long)*repeats);
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %10s %8s", "tokens", "forward", "floor", "×floor",
+                "capture", "one map", "toggle", "text→PNG", "peak MB");
+    if (baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
+    std::printf("\n");
+
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t n : sizes) {
+        const std::string text = textOfTokens(loaded->tokenizer, source, n);
+        const auto tokens = loaded->tokenizer.encode(text);
+        std::vector<int64_t> idValues;
+        for (const auto& t : tokens) idValues.push_back(t.id);
+        auto ids = torch::tensor(idValues, torch::kLong).view({1, int64_t(n)}).to(*device);
+
+        const double forward = medianMs(*repeats, [&] { synchronise(loaded->model.forward(ids, run)); });
+        const double flops = forwardFlops(config, int64_t(n));
+        const double floor = flops / (rate * 1e9) * 1e3;
+        const auto request = core::viewerRequest(run, 0.1);
+        std::shared_ptr<const core::AttentionMaps> maps;
+        std::string error;
+        const double captureMs = medianMs(*repeats, [&] {
+            auto r = core::capture(loaded->model, loaded->tokenizer, text, request);
+            if (!r) error = r.error();
+            else maps = r->attentionMaps;
+        });
+        if (!error.empty()) return fail(error);
+        const int64_t layer = config.nLayers - 1;
+        const double mapMs = medianMs(*repeats, [&] { maps->weights(layer, 0); });
+        nlohmann::json row = {{"tokens", n}, {"forward_ms", forward}, {"forward_gflop", flops / 1e9},
+                              {"floor_ms", floor}, {"forward_over_floor", forward / floor},
+                              {"capture_ms", captureMs}, {"one_map_ms", mapMs}};
+        double toggle = 0, picture = 0;
+#ifdef RELULENS_WITH_GUI
+        if (gui) {
+            auto timings = benchGui(argc, argv, *loaded, modelFolder, text, *repeats);
+            if (!timings) return fail(timings.error());
+            toggle = timings->toggleMs;
+            picture = timings->textToPictureMs;
+            row["toggle_to_redraw_ms"] = toggle;
+            row["text_to_picture_ms"] = picture;
+        }
+#else
+        (void)argc;
+        (void)argv;
+#endif
+        const double peak = peakResidentMb();
+        row["peak_rss_mb"] = peak;
+        auto cell = [](double v) { return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–"); };
+        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9s %10s %8.0f", n, forward, floor,
+                    forward / floor, captureMs, mapMs, cell(toggle).c_str(), cell(picture).c_str(), peak);
+        if (baseline) {
+            auto b = runBaseline(python, script, modelFolder, tokens, *maps, layer, int(*baselineRepeats));
+            if (!b) return fail(b.error());
+            row["baseline"] = {{"forward_with_maps_ms", b->forwardWithMapsMs},
+                               {"text_to_picture_ms", b->textToPictureMs},
+                               {"peak_rss_mb", b->peakMb},
+                               {"capture_ratio", b->forwardWithMapsMs / captureMs},
+                               {"max_map_difference", b->maxDifference}};
+            std::printf(" | %10.1f %6.2f %10.1f %6s %8.1e", b->forwardWithMapsMs,
+                        b->forwardWithMapsMs / captureMs, b->textToPictureMs,
+                        picture > 0 ? (std::to_string(b->textToPictureMs / picture).substr(0, 5)).c_str() : "–",
+                        b->maxDifference);
+            if (picture > 0) row["baseline"]["picture_ratio"] = b->textToPictureMs / picture;
+            if (b->maxDifference > 1e-4) {
+                std::printf("\n");
+                return fail("the baseline's map differs from ReluLens's by " +
+                            std::to_string(b->maxDifference) + " (more than 1e-4)");
+            }
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+        rows.push_back(row);
+    }
+    std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
+                "forward with every diagnostic and maps on demand (what the window asks for); one "
+                "map: rebuilding the last layer's head 0 (L × L); toggle: activation toggle to the "
+                "redrawn attention map and sparsity views; text→PNG: capture and the attention map "
+                "view written to a PNG; peak MB: the process's peak resident memory so far%s.\n",
+                baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
+                           "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
+                         : "");
     if (args->has("json")) {
         std::ofstream out(args->value("json"));
-        out << nlohmann::json{{"model", model.toStdString()}, {"toggle_to_redraw", results}}.dump(2) << "\n";
+        out << nlohmann::json{{"model", modelFolder},
+                              {"device", device->str()},
+                              {"report", core::deviceReport()},
+                              {"matmul_gflops", rate},
+                              {"repeats", *repeats},
+                              {"sizes", rows}}
+                   .dump(2)
+            << "\n";
+        if (!out) return fail(args->value("json") + ": cannot write");
     }
     return 0;
 }

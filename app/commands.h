@@ -14,6 +14,8 @@ int trainTokenizerCommand(const std::vector<std::string>& args);
 int initModelCommand(const std::vector<std::string>& args);
 int trainCommand(const std::vector<std::string>& args);
 int evalCommand(const std::vector<std::string>& args);
+// relulens bench (see --help); argc/argv start the Qt side when the window is built in.
+int benchCommand(int argc, char** argv, const std::vector<std::string>& args);
 
 // Reads --attention/--h/--a/--ffn over the defaults (the variants the model was trained with).
 core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,

@@ -3,13 +3,25 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
+namespace relulens::core {
+struct LoadedModel;
+}
+
 namespace relulens::app {
 
 // Opens the window; with no display, renders the main views to PNG files instead.
 int runGui(int argc, char** argv);
 // relulens render ... (see --help)
 int renderCommand(int argc, char** argv, const std::vector<std::string>& args);
-// relulens bench: toggle-to-redraw latency at several input lengths (see --help)
-int benchCommand(int argc, char** argv, const std::vector<std::string>& args);
+struct GuiTimings {
+    double toggleMs = 0;         // activation toggle → attention map and sparsity views redrawn
+    double textToPictureMs = 0;  // text → capture → attention map view written to a PNG
+};
+// The window's part of `relulens bench`: medians through the real state, worker thread and
+// widgets, offscreen. Creates the QApplication on first use.
+core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel& model,
+                                  const std::string& folder, const std::string& text, int repeats);
 
 }  // namespace relulens::app

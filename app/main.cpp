@@ -56,10 +56,13 @@ commands:
       (.png, .svg, .pdf or .csv) [--layer L] [--head H|mean] [--query Q] [--log]
       [--attention V --h H --a A --ffn V --tau T] [--width 1100 --height 850] [--scale S]
       [--force]
-  bench             time from an activation toggle to the redrawn attention map and sparsity
-                    views (worker thread, offscreen widgets), median of repeated runs
-      [--model DIR (bundled softmax)] [--file TEXT] [--sizes 64 256 1024] [--repeats 9]
-      [--json OUT]
+  bench             forward, capture, one map, toggle → redrawn views, text → PNG and peak
+                    memory at several input lengths, against the machine's matmul floor
+      [--model DIR (bundled softmax)] [--file TEXT] [--sizes 128 512 2048 8192]
+      [--repeats 5] [--device auto|cpu|cuda[:N]] [--json OUT] [--no-gui]
+      [--baseline [--baseline-repeats 3] [--python /usr/bin/python3]]
+                    --baseline also runs bench/baseline.py (PyTorch eager, every map
+                    returned, matplotlib) on the same tokens and prints the ratios
   --version         print the version and the compute back-ends
   --help            print this help
 )";
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
         if (command == "eval") return relulens::app::evalCommand(rest);
 #ifdef RELULENS_WITH_GUI
         if (command == "render") return relulens::app::renderCommand(argc, argv, rest);
-        if (command == "bench") return relulens::app::benchCommand(argc, argv, rest);
 #endif
+        if (command == "bench") return relulens::app::benchCommand(argc, argv, rest);
     } catch (const std::exception& e) {
         return relulens::app::fail(std::string("internal error: ") + e.what());
     }

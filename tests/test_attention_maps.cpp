@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/attention.h"
 #include "core/attention_maps.h"
 #include "core/capture.h"
 #include "core/checkpoint.h"
@@ -107,6 +108,26 @@ private Q_SLOTS:
         QVERIFY2(loaded.ok(), loaded ? "" : loaded.error().c_str());
         tiny_.emplace(std::move(*loaded));
         text_ = readText(relulens::test::dataPath("excerpt.txt")).substr(0, 600);
+    }
+
+    void inPlaceMaskingEqualsTheGeneralPath() {
+        // Without autograd the causal boundary is masked in place on the last square of keys;
+        // with it, through a full mask. Both must give the same weights for every variant.
+        for (const auto& run : everyVariant()) {
+            for (int64_t offset : {0, 5}) {
+                auto scores = torch::randn({3, 4, offset + 4});
+                const auto gamma = torch::rand({3}) + 0.5;
+                torch::Tensor fast;
+                {
+                    torch::NoGradGuard noGrad;
+                    fast = attentionWeights(scores.clone(), run.attention, gamma, offset, true);
+                }
+                auto tracked = scores.clone().set_requires_grad(true);
+                auto general = attentionWeights(tracked, run.attention, gamma, offset).detach();
+                QVERIFY2(maxDifference(fast, general) < 1e-6, run.attention.label().c_str());
+                QVERIFY(fast.narrow(-1, offset, 4).triu(1).abs().sum().item<double>() == 0);
+            }
+        }
     }
 
     void blockedForwardEqualsOneBlock() {
@@ -226,6 +247,29 @@ private Q_SLOTS:
         auto exact = maps.pooled(0, 1, 0, L, 0, L, L, L, Pooling::Mean);
         QVERIFY(sameWithNaN(exact, full.masked_fill(torch::ones({L, L}, torch::kBool).triu(1),
                                                     std::numeric_limits<float>::quiet_NaN()), 1e-7));
+    }
+
+    void overviewsMadeDuringTheForwardEqualPoolingAfterIt() {
+        CaptureRequest request;
+        request.run.attention.kind = AttentionKind::ReluLen;
+        request.lazyMaps = true;
+        request.overviewCells = 64;
+        request.blockRows = 17;
+        auto r = capture(tiny_->model, tiny_->tokenizer, text_, request);
+        QVERIFY(r.ok());
+        const auto& maps = *r->attentionMaps;
+        const int64_t L = maps.tokens();
+        QCOMPARE(int64_t(r->overviews.size()), maps.layers());
+        for (int64_t l = 0; l < maps.layers(); ++l) {
+            QCOMPARE(r->overviews[size_t(l)].size(1), int64_t(64));
+            for (int64_t h = 0; h < maps.heads(); ++h) {
+                const auto overview = r->overviews[size_t(l)][h];
+                QVERIFY(sameWithNaN(overview, maps.pooled(l, h, 0, L, 0, L, 64, 64, Pooling::Max), 1e-6));
+                // 64 cells pool evenly into 16: the same as pooling the entries into 16
+                QVERIFY(sameWithNaN(maxPoolCells(overview, 16, 16),
+                                    maps.pooled(l, h, 0, L, 0, L, 16, 16, Pooling::Max), 1e-6));
+            }
+        }
     }
 
     void pooledMapTakesBlocksInAnyOrder() {

@@ -143,7 +143,7 @@ private Q_SLOTS:
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--device", "tpu"}
             << "unknown device 'tpu'";
         QTest::newRow("too long")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", QString("ab ").repeated(3000)}
+            << QStringList{"inspect", "--model", tinyModel(), "--text", QString("ab 1 ").repeated(20000)}
             << "can be inspected at once";
         QTest::newRow("unknown option") << QStringList{"inspect", "--colour"}
                                         << "unknown option --colour";

@@ -126,6 +126,11 @@ void AppState::setResult(std::shared_ptr<const core::CaptureResult> result,
     Q_EMIT resultChanged();
 }
 
+void AppState::setComparison(std::shared_ptr<const core::CaptureResult> comparison) {
+    comparison_ = std::move(comparison);
+    Q_EMIT comparisonChanged();
+}
+
 void AppState::setError(const QString& message) {
     if (message == error_) return;
     error_ = message;

@@ -58,6 +58,8 @@ public:
     void setResult(std::shared_ptr<const core::CaptureResult> result,
                    std::shared_ptr<const core::CaptureResult> comparison = nullptr,
                    std::shared_ptr<const core::SlotVocabulary> vocabulary = nullptr);
+    // The comparison arrives after the result it belongs to (it is computed second).
+    void setComparison(std::shared_ptr<const core::CaptureResult> comparison);
     core::RunSpec comparisonRun() const;
 
     // The FFN memory slot selected in the memory view (-1: none).
@@ -73,6 +75,7 @@ Q_SIGNALS:
     void inputChanged();
     void selectionChanged();
     void resultChanged();
+    void comparisonChanged();
     void errorChanged(const QString& message);
 
 private:

@@ -1,6 +1,8 @@
 #include "ui/attention_map_view.h"
 
 #include <QComboBox>
+#include <algorithm>
+#include <cmath>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
@@ -9,6 +11,7 @@
 
 #include "qcustomplot.h"
 #include "ui/colour_maps.h"
+#include "ui/plot_helpers.h"
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
 #include "ui/token_text.h"
@@ -24,11 +27,23 @@ AttentionMapView::AttentionMapView(AppState* state, QWidget* parent)
     scaleMode_->addItems({"linear colour scale", "log colour scale"});
     controls->addWidget(new QLabel("Scale:", this));
     controls->addWidget(scaleMode_);
+    poolingMode_ = new QComboBox(this);
+    poolingMode_->addItems({"max pooling", "mean pooling"});
+    poolingMode_->setToolTip("When the map has more entries than the plot has pixels, each cell "
+                             "shows the maximum or the mean of the entries it covers");
+    controls->addWidget(new QLabel("Long inputs:", this));
+    controls->addWidget(poolingMode_);
     controls->addStretch();
     layout->addLayout(controls);
     layout->addWidget(plot_, 1);
     connect(scaleMode_, qOverload<int>(&QComboBox::currentIndexChanged), this,
             [this](int index) { setLogScale(index == 1); });
+    connect(poolingMode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
+        setPooling(index == 1 ? core::Pooling::Mean : core::Pooling::Max);
+    });
+    refine_.setSingleShot(true);
+    refine_.setInterval(30);
+    connect(&refine_, &QTimer::timeout, this, &AttentionMapView::refreshTile);
 
     plot_->plotLayout()->insertRow(0);
     heading_ = new QCPTextElement(plot_, "", QFont(font().family(), 10, QFont::Bold));
@@ -47,6 +62,11 @@ AttentionMapView::AttentionMapView(AppState* state, QWidget* parent)
     plot_->xAxis->setLabel("key token");
     plot_->yAxis->setLabel("query token");
     plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    // zooming or panning rebuilds the visible tile once the range settles
+    connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), &refine_,
+            qOverload<>(&QTimer::start));
+    connect(plot_->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), &refine_,
+            qOverload<>(&QTimer::start));
     row_ = new QCPItemRect(plot_);
     row_->setPen(QPen(QColor(230, 40, 40), 2));
     row_->setBrush(Qt::NoBrush);
@@ -68,6 +88,13 @@ void AttentionMapView::setLogScale(bool log) {
     refresh();
 }
 
+void AttentionMapView::setPooling(core::Pooling pooling) {
+    if (pooling == pooling_) return;
+    pooling_ = pooling;
+    poolingMode_->setCurrentIndex(pooling == core::Pooling::Mean ? 1 : 0);
+    refreshTile();
+}
+
 QPoint AttentionMapView::cellAt(const QPoint& position) const {
     if (size_ == 0 || !plot_->axisRect()->rect().contains(position)) return {-1, -1};
     const int key = int(std::lround(plot_->xAxis->pixelToCoord(position.x())));
@@ -79,15 +106,18 @@ QPoint AttentionMapView::cellAt(const QPoint& position) const {
 QString AttentionMapView::tooltipAt(int query, int key) const {
     auto result = state_->result();
     if (!result || query < 0 || key < 0 || query >= size_ || key >= size_) return QString();
-    const auto weights = headWeights(*result, state_->layer(), state_->head());
-    const auto scores = headScores(*result, state_->layer(), state_->head());
     QString text = QString("query %1 ‘%2’ → key %3 ‘%4’\n")
                        .arg(query).arg(tokenLabel(*result, query)).arg(key)
                        .arg(tokenLabel(*result, key));
     if (key > query) return text + "masked: a query sees only keys at or before it";
-    text += QString("weight %1").arg(weights[query][key].item<double>(), 0, 'g', 6);
-    if (scores.defined()) {
-        text += QString("\nraw score %1").arg(scores[query][key].item<double>(), 0, 'g', 6);
+    const int layer = state_->layer(), head = state_->head();
+    text += QString("weight %1").arg(weightAt(*result, layer, head, query, key), 0, 'g', 6);
+    const double score = scoreAt(*result, layer, head, query, key);
+    if (!std::isnan(score)) text += QString("\nraw score %1").arg(score, 0, 'g', 6);
+    if (block_ != QSize(1, 1)) {
+        text += QString("\nthe cell under the cursor shows the %1 of up to %2 × %3 entries; zoom in for each")
+                    .arg(QString::fromStdString(core::poolingName(pooling_)))
+                    .arg(block_.height()).arg(block_.width());
     }
     return text;
 }
@@ -109,54 +139,82 @@ bool AttentionMapView::eventFilter(QObject* watched, QEvent* event) {
 void AttentionMapView::refresh() {
     auto result = state_->result();
     if (!result) return;
-    const auto weights = headWeights(*result, state_->layer(), state_->head());
-    if (!weights.defined()) return;
-    const int L = int(weights.size(0));
-    const bool sizeChanged = L != size_;
-    size_ = L;
-    auto* data = map_->data();
-    data->setSize(L, L);
-    data->setRange(QCPRange(0, L - 1), QCPRange(0, L - 1));
-    const auto w = weights.contiguous();
-    const float* values = w.data_ptr<float>();
-    double maxValue = 0, minPositive = 1e30, minValue = 0;
-    for (int q = 0; q < L; ++q) {
-        for (int k = 0; k < L; ++k) {
-            if (k > q) {
-                data->setCell(k, q, std::numeric_limits<double>::quiet_NaN());
-                continue;
-            }
-            const double v = values[q * L + k];
-            data->setCell(k, q, v);
-            maxValue = std::max(maxValue, v);
-            minValue = std::min(minValue, v);
-            if (v > 0) minPositive = std::min(minPositive, v);
-        }
+    const int L = int(result->tokens.size());
+    if (L != size_) {
+        size_ = L;
+        plot_->xAxis->setRange(-0.5, L - 0.5);
+        plot_->yAxis->setRange(-0.5, L - 0.5);
+    }
+    tileResult_ = nullptr;  // a new result or selection: rebuild even an unchanged region
+    heading_->setText(QString("Layer %1 · %2\n%3")
+                          .arg(state_->layer()).arg(headLabel(state_->head()))
+                          .arg(state_->provenance()));
+    refreshTile();
+}
+
+void AttentionMapView::refreshTile() {
+    auto result = state_->result();
+    if (!result || size_ == 0) return;
+    const int64_t L = size_;
+    auto clampIndex = [L](double v) { return std::clamp<int64_t>(int64_t(v), 0, L); };
+    const QCPRange xr = plot_->xAxis->range(), yr = plot_->yAxis->range();
+    const int64_t k0 = std::min(clampIndex(std::ceil(xr.lower + 0.5 - 1e-9)), L - 1);
+    const int64_t k1 = std::max(k0 + 1, clampIndex(std::floor(xr.upper + 0.5 + 1e-9)));
+    const int64_t q0 = std::min(clampIndex(std::ceil(yr.lower + 0.5 - 1e-9)), L - 1);
+    const int64_t q1 = std::max(q0 + 1, clampIndex(std::floor(yr.upper + 0.5 + 1e-9)));
+    const int64_t width = std::max(64, plot_->axisRect()->width());
+    const int64_t height = std::max(64, plot_->axisRect()->height());
+    const int64_t outKeys = std::min(k1 - k0, width), outRows = std::min(q1 - q0, height);
+    const QString key = QString("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10")
+                            .arg(state_->layer()).arg(state_->head()).arg(q0).arg(q1).arg(k0)
+                            .arg(k1).arg(outRows).arg(outKeys).arg(int(pooling_)).arg(log_);
+    if (tileResult_ == result.get() && key == tileKey_) return;
+    const auto values = pooledWeights(*result, state_->layer(), state_->head(), q0, q1, k0, k1,
+                                      outRows, outKeys, pooling_);
+    if (!values.defined()) return;
+    tileResult_ = result.get();
+    tileKey_ = key;
+    rowBegin_ = q0, rowEnd_ = q1, keyBegin_ = k0, keyEnd_ = k1;
+    const int64_t cellsK = values.size(1), cellsQ = values.size(0);  // the overview may be coarser
+    block_ = QSize(int((k1 - k0 + cellsK - 1) / cellsK), int((q1 - q0 + cellsQ - 1) / cellsQ));
+    fillRegionHeatmap(map_, values, q0, q1, k0, k1);
+
+    const auto finite = values.masked_select(values.isnan().logical_not());
+    double maxValue = 0, minValue = 0, minPositive = 1e30;
+    if (finite.numel() > 0) {
+        maxValue = finite.max().item<double>();
+        minValue = std::min(0.0, finite.min().item<double>());
+        const auto positive = finite.masked_select(finite > 0);
+        if (positive.numel() > 0) minPositive = positive.min().item<double>();
     }
     if (maxValue <= 0) maxValue = 1;
+    const QString pooled = block_ == QSize(1, 1)
+        ? QString()
+        : QString("; each cell the %1 of up to %2 × %3 entries")
+              .arg(QString::fromStdString(core::poolingName(pooling_)))
+              .arg(block_.height()).arg(block_.width());
     if (log_) {
         const double low = std::max(minPositive, maxValue * 1e-4);
         map_->setDataScaleType(QCPAxis::stLogarithmic);
         scale_->axis()->setScaleType(QCPAxis::stLogarithmic);
         map_->setDataRange(QCPRange(std::min(low, maxValue * 0.999), maxValue));
-        scale_->axis()->setLabel(QString("weight, log scale (%1 – %2; zeros at the bottom colour)")
-                                     .arg(low, 0, 'g', 3).arg(maxValue, 0, 'g', 3));
+        scale_->axis()->setLabel(QString("weight, log scale (%1 – %2; zeros at the bottom colour)%3")
+                                     .arg(low, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
     } else {
         map_->setDataScaleType(QCPAxis::stLinear);
         scale_->axis()->setScaleType(QCPAxis::stLinear);
         map_->setDataRange(QCPRange(minValue, maxValue));
-        scale_->axis()->setLabel(QString("weight, linear (%1 – %2)")
-                                     .arg(minValue, 0, 'g', 3).arg(maxValue, 0, 'g', 3));
+        scale_->axis()->setLabel(QString("weight, linear (%1 – %2)%3")
+                                     .arg(minValue, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
     }
-    // Token labels when every token fits (about 11 pixels each); plain indices otherwise.
+    // Token labels when every visible token fits (about 11 pixels each); indices otherwise.
+    const int64_t shown = std::max(k1 - k0, q1 - q0);
     const int pixels = std::min(plot_->axisRect()->width(), plot_->axisRect()->height());
-    if (L * 11 <= std::max(pixels, 100)) {
+    if (shown * 11 <= std::max(pixels, 100)) {
         auto tickerX = QSharedPointer<QCPAxisTickerText>::create();
         auto tickerY = QSharedPointer<QCPAxisTickerText>::create();
-        for (int i = 0; i < L; ++i) {
-            tickerX->addTick(i, tokenLabel(*result, i));
-            tickerY->addTick(i, tokenLabel(*result, i));
-        }
+        for (int64_t i = k0; i < k1; ++i) tickerX->addTick(double(i), tokenLabel(*result, int(i)));
+        for (int64_t i = q0; i < q1; ++i) tickerY->addTick(double(i), tokenLabel(*result, int(i)));
         plot_->xAxis->setTicker(tickerX);
         plot_->yAxis->setTicker(tickerY);
         plot_->xAxis->setTickLabelRotation(60);
@@ -168,13 +226,6 @@ void AttentionMapView::refresh() {
         plot_->yAxis->setTicker(integers);
         plot_->xAxis->setTickLabelRotation(0);
     }
-    if (sizeChanged) {
-        plot_->xAxis->setRange(-0.5, L - 0.5);
-        plot_->yAxis->setRange(-0.5, L - 0.5);
-    }
-    heading_->setText(QString("Layer %1 · %2\n%3")
-                          .arg(state_->layer()).arg(headLabel(state_->head()))
-                          .arg(state_->provenance()));
     updateSelection();
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -188,22 +239,53 @@ void AttentionMapView::updateSelection() {
 
 QString AttentionMapView::csv() const {
     auto result = state_->result();
-    if (!result) return QString();
-    const auto weights = headWeights(*result, state_->layer(), state_->head());
-    const auto scores = headScores(*result, state_->layer(), state_->head());
-    QString out = "query,query_token,key,key_token,weight,raw_score\n";
+    if (!result || rowEnd_ <= rowBegin_) return QString();
     auto quoted = [](QString s) { return "\"" + s.replace("\"", "\"\"") + "\""; };
-    const auto w = weights.contiguous();
-    const auto sc = scores.defined() ? scores.contiguous() : torch::Tensor();
-    const int L = int(w.size(0));
-    for (int q = 0; q < L; ++q) {
-        for (int k = 0; k <= q; ++k) {
-            out += QString::number(q) + ',' + quoted(tokenLabel(*result, q)) + ',' +
-                   QString::number(k) + ',' + quoted(tokenLabel(*result, k)) + ',' +
-                   QString::number(w.data_ptr<float>()[q * L + k], 'g', 8) + ',' +
-                   (sc.defined() ? QString::number(sc.data_ptr<float>()[q * L + k], 'g', 8)
-                                 : QString()) +
-                   '\n';
+    const int layer = state_->layer(), head = state_->head();
+    const int64_t q0 = rowBegin_, q1 = rowEnd_, k0 = keyBegin_, k1 = keyEnd_;
+    // Every visible entry of the shown region while that stays a sensible file (4 M entries,
+    // some 200 MB); beyond, the pooled cells as shown.
+    if ((q1 - q0) * (k1 - k0) > 4'000'000) {
+        const auto values = pooledWeights(*result, layer, head, q0, q1, k0, k1,
+                                          (q1 - q0 + block_.height() - 1) / block_.height(),
+                                          (k1 - k0 + block_.width() - 1) / block_.width(), pooling_);
+        const QString name = QString::fromStdString(core::poolingName(pooling_));
+        QString out = QString("query_from,query_to,key_from,key_to,%1_weight\n").arg(name);
+        const int64_t rows = values.size(0), keys = values.size(1);
+        for (int64_t a = 0; a < rows; ++a) {
+            for (int64_t b = 0; b < keys; ++b) {
+                const float v = values[a][b].item<float>();
+                if (std::isnan(v)) continue;
+                out += QString("%1,%2,%3,%4,%5\n")
+                           .arg(q0 + core::poolEdge(a, q1 - q0, rows))
+                           .arg(q0 + core::poolEdge(a + 1, q1 - q0, rows) - 1)
+                           .arg(k0 + core::poolEdge(b, k1 - k0, keys))
+                           .arg(k0 + core::poolEdge(b + 1, k1 - k0, keys) - 1)
+                           .arg(double(v), 0, 'g', 8);
+            }
+        }
+        return out;
+    }
+    torch::Tensor w, sc;
+    if (result->attentionMaps) {
+        w = result->attentionMaps->weights(layer, head, q0, q1, k0, k1);
+        sc = result->attentionMaps->scores(layer, head, q0, q1, k0, k1);
+    } else {
+        w = headWeights(*result, layer, head).slice(0, q0, q1).slice(1, k0, k1).contiguous();
+        const auto s = headScores(*result, layer, head);
+        if (s.defined()) sc = s.slice(0, q0, q1).slice(1, k0, k1).contiguous();
+    }
+    QString out = "query,query_token,key,key_token,weight,raw_score\n";
+    const int64_t C = k1 - k0;
+    const float* wp = w.data_ptr<float>();
+    const float* sp = sc.defined() ? sc.data_ptr<float>() : nullptr;
+    for (int64_t q = q0; q < q1; ++q) {
+        for (int64_t k = k0; k < std::min(k1, q + 1); ++k) {
+            const int64_t at = (q - q0) * C + (k - k0);
+            out += QString::number(q) + ',' + quoted(tokenLabel(*result, int(q))) + ',' +
+                   QString::number(k) + ',' + quoted(tokenLabel(*result, int(k))) + ',' +
+                   QString::number(wp[at], 'g', 8) + ',' +
+                   (sp ? QString::number(sp[at], 'g', 8) : QString()) + '\n';
         }
     }
     return out;

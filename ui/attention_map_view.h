@@ -1,7 +1,13 @@
 // Query × key heatmap of one layer's head (or the mean of its heads): unsmoothed cells, an
 // honest colour scale (linear or log), token labels when they fit, a hover tooltip, zoom and
 // pan, and the selected query row outlined. Clicking a cell selects its query token.
+// Level of detail: when the visible part of the map has more entries than the plot has pixels,
+// each cell pools a block of entries (max or mean, named on the colour scale); zooming or
+// panning rebuilds the visible tile at the new resolution, down to single entries.
 #pragma once
+#include <QTimer>
+
+#include "core/attention_maps.h"
 #include "ui/exportable_view.h"
 
 class QCustomPlot;
@@ -25,6 +31,10 @@ public:
 
     void setLogScale(bool log);
     bool logScale() const { return log_; }
+    void setPooling(core::Pooling pooling);
+    core::Pooling pooling() const { return pooling_; }
+    // Entries per shown cell along rows and keys (1 × 1: every entry is its own cell).
+    QSize cellBlock() const { return block_; }
     // Tooltip text for a cell (what hovering shows); empty outside the map.
     QString tooltipAt(int query, int key) const;
     QCustomPlot* plot() const { return plot_; }
@@ -39,6 +49,7 @@ protected:
 
 private:
     void updateSelection();
+    void refreshTile();  // the visible region at the plot's resolution
 
     QCustomPlot* plot_;
     QCPColorMap* map_;
@@ -46,8 +57,16 @@ private:
     QCPItemRect* row_;
     QCPTextElement* heading_;
     QComboBox* scaleMode_;
+    QComboBox* poolingMode_;
+    QTimer refine_;
     bool log_ = false;
+    core::Pooling pooling_ = core::Pooling::Max;
     int size_ = 0;
+    QSize block_{1, 1};
+    int64_t rowBegin_ = 0, rowEnd_ = 0, keyBegin_ = 0, keyEnd_ = 0;  // the shown region
+    // what the shown tile was built from, so that an unchanged view is not rebuilt
+    const void* tileResult_ = nullptr;
+    QString tileKey_;
 };
 
 }  // namespace relulens::ui

@@ -1,5 +1,7 @@
 #include "ui/compare_view.h"
 
+#include <cmath>
+
 #include <QHBoxLayout>
 
 #include "ui/app_state.h"
@@ -25,15 +27,42 @@ CompareView::CompareView(AppState* state, QWidget* parent) : ExportableView(stat
     }
     maps_[2].map->setGradient(divergingGradient());
     connect(state_, &AppState::resultChanged, this, &CompareView::refresh);
+    connect(state_, &AppState::comparisonChanged, this, &CompareView::refresh);
     connect(state_, &AppState::selectionChanged, this, &CompareView::refresh);
 }
 
+namespace {
+
+// Cells per side for a map of L tokens in a plot: every entry when it fits, else mean-pooled
+// blocks (the mean keeps the difference panel exact: mean(a) − mean(b) = mean(a − b)).
+int64_t cellsFor(int64_t L, const QCustomPlot* plot) {
+    const int64_t pixels = std::max(64, std::min(plot->axisRect()->width(), plot->axisRect()->height()));
+    return std::min(L, pixels);
+}
+
+}  // namespace
+
 void CompareView::refresh() {
+    // Two maps rebuilt on demand cost a second on very long inputs: only when on screen.
+    stale_ = true;
+    if (isVisible()) redraw();
+}
+
+void CompareView::showEvent(QShowEvent* event) {
+    ExportableView::showEvent(event);
+    if (stale_) redraw();
+}
+
+void CompareView::redraw() {
+    stale_ = false;
     auto result = state_->result();
     auto other = state_->comparison();
-    if (!result || !other) return;
-    const auto a = headWeights(*result, state_->layer(), state_->head());
-    const auto b = headWeights(*other, state_->layer(), state_->head());
+    if (!result || !other || other->tokens.size() != result->tokens.size()) return;
+    const int64_t L = int64_t(result->tokens.size());
+    const int64_t cells = cellsFor(L, plots_[0]);
+    const int layer = state_->layer(), head = state_->head();
+    const auto a = pooledWeights(*result, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
+    const auto b = pooledWeights(*other, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
     if (!a.defined() || !b.defined()) return;
     const torch::Tensor values[3] = {a, b, a - b};
     const QString names[3] = {QString::fromStdString(result->run.attention.label()),
@@ -41,17 +70,19 @@ void CompareView::refresh() {
                               QString("difference (%1 − %2)")
                                   .arg(QString::fromStdString(result->run.attention.label()),
                                        QString::fromStdString(other->run.attention.label()))};
-    const int L = int(a.size(0));
+    const int64_t block = (L + cells - 1) / cells;
+    const QString pooled = block > 1 ? QString(" · mean of blocks of up to %1 × %1").arg(block) : QString();
     for (int i = 0; i < 3; ++i) {
-        fillHeatmap(maps_[i].map, values[i], true);
+        fillRegionHeatmap(maps_[i].map, values[i], 0, L, 0, L);
         if (i == 2) {
-            const double span = std::max(1e-9, values[2].abs().max().item<double>());
+            const auto finite = values[2].masked_select(values[2].isnan().logical_not());
+            const double span = std::max(1e-9, finite.numel() ? finite.abs().max().item<double>() : 0.0);
             maps_[i].map->setDataRange(QCPRange(-span, span));  // symmetric: white is no change
         } else {
             maps_[i].map->rescaleDataRange(true);
         }
-        maps_[i].heading->setText(QString("%1\nlayer %2 · %3").arg(names[i]).arg(state_->layer())
-                                      .arg(headLabel(state_->head())));
+        maps_[i].heading->setText(QString("%1\nlayer %2 · %3%4").arg(names[i]).arg(layer)
+                                      .arg(headLabel(head)).arg(pooled));
         plots_[i]->xAxis->setRange(-0.5, L - 0.5);
         plots_[i]->yAxis->setRange(-0.5, L - 0.5);
         plots_[i]->replot(QCustomPlot::rpQueuedReplot);
@@ -61,24 +92,36 @@ void CompareView::refresh() {
 QString CompareView::csv() const {
     auto result = state_->result();
     auto other = state_->comparison();
-    if (!result || !other) return QString();
-    const auto a = headWeights(*result, state_->layer(), state_->head()).contiguous();
-    const auto b = headWeights(*other, state_->layer(), state_->head()).contiguous();
-    QString out = QString("query,key,%1,%2,difference\n")
-                      .arg(QString::fromStdString(result->run.attention.label()),
-                           QString::fromStdString(other->run.attention.label()));
-    const int L = int(a.size(0));
-    for (int q = 0; q < L; ++q) {
-        for (int k = 0; k <= q; ++k) {
-            const float x = a.data_ptr<float>()[q * L + k], y = b.data_ptr<float>()[q * L + k];
-            out += QString("%1,%2,%3,%4,%5\n").arg(q).arg(k).arg(x, 0, 'g', 8).arg(y, 0, 'g', 8)
-                       .arg(x - y, 0, 'g', 8);
+    if (!result || !other || other->tokens.size() != result->tokens.size()) return QString();
+    const int64_t L = int64_t(result->tokens.size());
+    const int layer = state_->layer(), head = state_->head();
+    const QString first = QString::fromStdString(result->run.attention.label());
+    const QString second = QString::fromStdString(other->run.attention.label());
+    // every entry while that is a sensible file (4 M entries); mean-pooled cells beyond
+    const int64_t cells = L * L > 4'000'000 ? cellsFor(L, plots_[0]) : L;
+    const auto a = pooledWeights(*result, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
+    const auto b = pooledWeights(*other, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
+    const int64_t n = a.size(0);
+    QString out = n == L ? QString("query,key,%1,%2,difference\n").arg(first, second)
+                         : QString("query_from,query_to,key_from,key_to,%1 (mean),%2 (mean),difference\n")
+                               .arg(first, second);
+    for (int64_t q = 0; q < n; ++q) {
+        for (int64_t k = 0; k < n; ++k) {
+            const float x = a[q][k].item<float>(), y = b[q][k].item<float>();
+            if (std::isnan(x)) continue;
+            const QString where = n == L ? QString("%1,%2").arg(q).arg(k)
+                                         : QString("%1,%2,%3,%4")
+                                               .arg(core::poolEdge(q, L, n)).arg(core::poolEdge(q + 1, L, n) - 1)
+                                               .arg(core::poolEdge(k, L, n)).arg(core::poolEdge(k + 1, L, n) - 1);
+            out += QString("%1,%2,%3,%4\n").arg(where).arg(double(x), 0, 'g', 8)
+                       .arg(double(y), 0, 'g', 8).arg(double(x - y), 0, 'g', 8);
         }
     }
     return out;
 }
 
 void CompareView::renderFigure(QCPPainter* painter, const QSize& size) {
+    if (stale_) redraw();
     paintPlots(painter, size, {plots_[0], plots_[1], plots_[2]}, Qt::Horizontal);
 }
 

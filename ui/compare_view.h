@@ -18,7 +18,12 @@ public:
 public Q_SLOTS:
     void refresh() override;
 
+protected:
+    void showEvent(QShowEvent* event) override;
+
 private:
+    void redraw();
+    bool stale_ = true;  // refreshed while hidden: redraw when shown or exported
     QCustomPlot* plots_[3];
     Heatmap maps_[3];
 };

@@ -99,6 +99,7 @@ DiagnosticsView::DiagnosticsView(AppState* state, QWidget* parent) : ExportableV
     plots_[0]->yAxis->setScaleType(QCPAxis::stLogarithmic);
     plots_[0]->yAxis->setTicker(logTicker);
     connect(state_, &AppState::resultChanged, this, &DiagnosticsView::refresh);
+    connect(state_, &AppState::comparisonChanged, this, &DiagnosticsView::refresh);
     connect(state_, &AppState::selectionChanged, this, &DiagnosticsView::refresh);
 }
 

@@ -2,6 +2,7 @@
 
 #include <QMouseEvent>
 #include <QPainter>
+#include <cmath>
 
 #include "qcustomplot.h"
 #include "ui/app_state.h"
@@ -12,25 +13,24 @@ namespace relulens::ui {
 
 namespace {
 
-constexpr int kThumbnail = 96;  // pixels per side; long inputs are max-pooled down to it
+// Cells per side; long inputs are max-pooled down to it (it divides the capture's 512-cell
+// overview, so thumbnails come straight from it).
+constexpr int kThumbnail = 128;
 
-QImage thumbnail(const torch::Tensor& map) {
-    auto m = map.to(torch::kFloat32);
-    const int L = int(m.size(0));
-    if (L > kThumbnail) {
-        m = std::get<0>(torch::adaptive_max_pool2d(m.unsqueeze(0), {kThumbnail, kThumbnail}))[0];
-    }
-    m = m.contiguous();
-    const int n = int(m.size(0));
-    const double top = std::max(1e-12, m.max().item<double>());
+// pooled: (rows, keys) max-pooled weights, NaN where a cell holds only masked entries
+QImage thumbnail(const torch::Tensor& pooled) {
+    const auto m = pooled.to(torch::kFloat32).contiguous();
+    const int rows = int(m.size(0)), keys = int(m.size(1));
+    const auto finite = m.masked_select(m.isnan().logical_not());
+    const double top = std::max(1e-12, finite.numel() ? finite.max().item<double>() : 0.0);
     QCPColorGradient gradient = viridisGradient();
-    QImage image(n, n, QImage::Format_RGB32);
+    QImage image(keys, rows, QImage::Format_RGB32);
     const float* p = m.data_ptr<float>();
-    for (int q = 0; q < n; ++q) {
-        for (int k = 0; k < n; ++k) {
-            const bool masked = k > q && n == L;
-            image.setPixel(k, q, masked ? qRgb(236, 236, 240)
-                                        : gradient.color(p[q * n + k], QCPRange(0, top)));
+    for (int q = 0; q < rows; ++q) {
+        for (int k = 0; k < keys; ++k) {
+            const float v = p[q * keys + k];
+            image.setPixel(k, q, std::isnan(v) ? qRgb(236, 236, 240)
+                                               : gradient.color(v, QCPRange(0, top)));
         }
     }
     return image;
@@ -49,14 +49,25 @@ void HeadGridView::refresh() {
     if (!result) return;
     layers_ = int(result->model.nLayers);
     heads_ = int(result->model.nHeads);
+    // Rebuilding every head's map costs a forward pass's worth of attention on long inputs:
+    // only when the grid is on screen (or exported).
+    if (isVisible()) buildThumbnails();
+    update();
+}
+
+void HeadGridView::buildThumbnails() {
+    auto result = state_->result();
+    if (!result || builtFrom_ == result.get()) return;
+    builtFrom_ = result.get();
     thumbnails_.clear();
+    const int64_t L = int64_t(result->tokens.size());
     for (int l = 0; l < layers_; ++l) {
         for (int h = 0; h < heads_; ++h) {
-            auto map = headWeights(*result, l, h);
+            auto map = pooledWeights(*result, l, h, 0, L, 0, L, kThumbnail, kThumbnail,
+                                     core::Pooling::Max);
             thumbnails_.push_back(map.defined() ? thumbnail(map) : QImage());
         }
     }
-    update();
 }
 
 QRect HeadGridView::cellRect(const QSize& size, int layer, int head) const {
@@ -107,11 +118,15 @@ void HeadGridView::paintGrid(QPainter* painter, const QSize& size) {
 }
 
 void HeadGridView::paintEvent(QPaintEvent*) {
+    buildThumbnails();
     QPainter painter(this);
     paintGrid(&painter, size());
 }
 
-void HeadGridView::renderFigure(QCPPainter* painter, const QSize& size) { paintGrid(painter, size); }
+void HeadGridView::renderFigure(QCPPainter* painter, const QSize& size) {
+    buildThumbnails();
+    paintGrid(painter, size);
+}
 
 void HeadGridView::mousePressEvent(QMouseEvent* event) {
     const QPoint cell = headAt(event->pos());
@@ -121,17 +136,25 @@ void HeadGridView::mousePressEvent(QMouseEvent* event) {
 }
 
 QString HeadGridView::csv() const {
+    // The cells as drawn: every entry on short inputs, max-pooled blocks on long ones.
     auto result = state_->result();
     if (!result) return QString();
-    QString out = "layer,head,query,key,weight\n";
+    const int64_t L = int64_t(result->tokens.size());
+    QString out = "layer,head,query_from,query_to,key_from,key_to,max_weight\n";
     for (int l = 0; l < layers_; ++l) {
         for (int h = 0; h < heads_; ++h) {
-            auto map = headWeights(*result, l, h).contiguous();
-            const int L = int(map.size(0));
-            for (int q = 0; q < L; ++q) {
-                for (int k = 0; k <= q; ++k) {
-                    out += QString("%1,%2,%3,%4,%5\n").arg(l).arg(h).arg(q).arg(k)
-                               .arg(map.data_ptr<float>()[q * L + k], 0, 'g', 8);
+            const auto map = pooledWeights(*result, l, h, 0, L, 0, L, kThumbnail, kThumbnail,
+                                           core::Pooling::Max);
+            if (!map.defined()) continue;
+            const int64_t rows = map.size(0), keys = map.size(1);
+            const float* p = map.data_ptr<float>();
+            for (int64_t a = 0; a < rows; ++a) {
+                for (int64_t b = 0; b < keys; ++b) {
+                    if (std::isnan(p[a * keys + b])) continue;
+                    out += QString("%1,%2,%3,%4,%5,%6,%7\n").arg(l).arg(h)
+                               .arg(core::poolEdge(a, L, rows)).arg(core::poolEdge(a + 1, L, rows) - 1)
+                               .arg(core::poolEdge(b, L, keys)).arg(core::poolEdge(b + 1, L, keys) - 1)
+                               .arg(double(p[a * keys + b]), 0, 'g', 8);
                 }
             }
         }

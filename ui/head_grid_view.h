@@ -1,5 +1,6 @@
 // Every layer × head as a small attention map (as BertViz's model view), each scaled to its own
 // maximum; the selected head is outlined and clicking one selects it for the attention map.
+// Each thumbnail is the head's map max-pooled to 128 × 128 cells, built when the grid is shown.
 #pragma once
 #include <QImage>
 #include <QVector>
@@ -29,9 +30,11 @@ protected:
 private:
     QRect cellRect(const QSize& size, int layer, int head) const;
     void paintGrid(QPainter* painter, const QSize& size);
+    void buildThumbnails();  // when the result changed since the last build
 
     QVector<QImage> thumbnails_;  // layer-major
     int layers_ = 0, heads_ = 0;
+    const void* builtFrom_ = nullptr;
 };
 
 }  // namespace relulens::ui

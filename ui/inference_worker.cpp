@@ -33,8 +33,8 @@ core::SlotVocabulary slotVocabularyOf(const core::LoadedModel& model) {
     return vocabulary;
 }
 
-InferenceResponse run(const InferenceRequest& request, core::LoadedModel& model,
-                      const std::atomic<bool>* cancel) {
+InferenceResponse runCapture(const InferenceRequest& request, core::LoadedModel& model,
+                             const std::atomic<bool>* cancel) {
     InferenceResponse response;
     response.id = request.id;
     QElapsedTimer timer;
@@ -46,10 +46,16 @@ InferenceResponse run(const InferenceRequest& request, core::LoadedModel& model,
         return response;
     }
     response.result = std::make_shared<const core::CaptureResult>(std::move(*result));
-    if (request.comparison) {
-        auto other = core::capture(model.model, model.tokenizer, request.text, *request.comparison, cancel);
-        if (other) response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
-    }
+    response.final = !request.comparison;
+    return response;
+}
+
+InferenceResponse runComparison(const InferenceRequest& request, core::LoadedModel& model,
+                                const std::atomic<bool>* cancel) {
+    InferenceResponse response;
+    response.id = request.id;
+    auto other = core::capture(model.model, model.tokenizer, request.text, *request.comparison, cancel);
+    if (other) response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
     return response;
 }
 
@@ -59,6 +65,14 @@ InferenceWorker::InferenceWorker(std::atomic<bool>* cancel) : cancel_(cancel) {}
 InferenceWorker::~InferenceWorker() = default;
 
 void InferenceWorker::compute(const InferenceRequest& request) {
+    // LibTorch's thread count is per thread under OpenMP: set it here, on the worker's own
+    // thread (a second spinning thread on a two-core machine made every pass several times
+    // slower).
+    static thread_local bool configured = false;
+    if (!configured) {
+        core::configureThreads();
+        configured = true;
+    }
     auto it = models_.find(request.folder);
     if (it == models_.end()) {
         QString error;
@@ -74,9 +88,11 @@ void InferenceWorker::compute(const InferenceRequest& request) {
         auto vocabulary = std::make_shared<const core::SlotVocabulary>(slotVocabularyOf(*model));
         it = models_.emplace(request.folder, Cached{model, vocabulary}).first;
     }
-    auto response = run(request, *it->second.model, cancel_);
+    auto response = runCapture(request, *it->second.model, cancel_);
     response.vocabulary = it->second.vocabulary;
     Q_EMIT finished(response);
+    if (response.final) return;
+    Q_EMIT finished(runComparison(request, *it->second.model, cancel_));
 }
 
 InferenceController::InferenceController(AppState* state, QObject* parent)
@@ -103,14 +119,9 @@ InferenceController::~InferenceController() {
 }
 
 core::CaptureRequest InferenceController::captureRequestFor(const AppState& state) {
-    core::CaptureRequest capture;
-    capture.run = state.run();
-    capture.allMaps = true;
-    capture.slotActivations = true;
-    capture.tauScale = state.tauScale();
-    capture.topK = 10;
-    capture.maxTokens = 2048;  // every map of both runs is kept for the views
-    return capture;
+    // Maps are rebuilt on demand from queries and keys, so memory grows linearly with the
+    // input: up to 16,384 tokens (a long chapter) can be inspected.
+    return core::viewerRequest(state.run(), state.tauScale());
 }
 
 core::CaptureRequest InferenceController::comparisonRequestFor(const AppState& state) {
@@ -129,7 +140,9 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
         response.error = error;
         return response;
     }
-    auto response = run(request, *model, nullptr);
+    auto response = runCapture(request, *model, nullptr);
+    if (!response.final) response.comparison = runComparison(request, *model, nullptr).comparison;
+    response.final = true;
     response.vocabulary = std::make_shared<const core::SlotVocabulary>(slotVocabularyOf(*model));
     return response;
 }
@@ -161,21 +174,27 @@ void InferenceController::start(InferenceRequest request) {
 }
 
 void InferenceController::onFinished(const InferenceResponse& response) {
-    running_ = false;
-    if (pending_) {
-        auto next = std::move(*pending_);
-        pending_.reset();
-        start(std::move(next));
-    } else {
-        Q_EMIT busyChanged(false);
+    if (response.final) {
+        running_ = false;
+        if (pending_) {
+            auto next = std::move(*pending_);
+            pending_.reset();
+            start(std::move(next));
+        } else {
+            Q_EMIT busyChanged(false);
+        }
     }
     if (response.id != latestId_) return;  // superseded
     if (!response.error.isEmpty()) {
         state_->setError(response.error);
         return;
     }
-    state_->setResult(response.result, response.comparison, response.vocabulary);
-    Q_EMIT computed(response.milliseconds, QString::fromStdString(response.result->device));
+    if (response.result) {
+        state_->setResult(response.result, response.comparison, response.vocabulary);
+        Q_EMIT computed(response.milliseconds, QString::fromStdString(response.result->device));
+    } else if (response.comparison) {
+        state_->setComparison(response.comparison);
+    }
 }
 
 }  // namespace relulens::ui

@@ -38,6 +38,9 @@ struct InferenceResponse {
     std::shared_ptr<const core::SlotVocabulary> vocabulary;
     QString error;
     double milliseconds = 0;
+    // A request is answered in two parts: the result first (so the views redraw as soon as
+    // possible), then the comparison; `final` marks the last part.
+    bool final = true;
 };
 
 class InferenceWorker : public QObject {

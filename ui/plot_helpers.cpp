@@ -37,6 +37,25 @@ void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask)
     }
 }
 
+void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
+                       int64_t rowEnd, int64_t keyBegin, int64_t keyEnd) {
+    const auto v = values.to(torch::kFloat32).contiguous();
+    const int rows = int(v.size(0)), cols = int(v.size(1));
+    auto* data = map->data();
+    data->setSize(cols, rows);
+    // cell c of n over tokens [b, e) is centred at b - 0.5 + (c + 0.5) · (e - b) / n
+    auto centres = [](int64_t b, int64_t e, int n) {
+        const double step = double(e - b) / n;
+        const double first = double(b) - 0.5 + 0.5 * step;
+        return QCPRange(first, n > 1 ? first + (n - 1) * step : first + 1e-9);
+    };
+    data->setRange(centres(keyBegin, keyEnd, cols), centres(rowBegin, rowEnd, rows));
+    const float* p = v.data_ptr<float>();
+    for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c) data->setCell(c, r, double(p[r * cols + c]));
+    }
+}
+
 void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,
                 Qt::Orientation orientation) {
     if (plots.isEmpty()) return;

@@ -20,6 +20,11 @@ Heatmap addHeatmap(QCustomPlot* plot, int titlePointSize = 9);
 // Cell (x = column, y = row) from a (rows, cols) float tensor; NaN where `masked` says so.
 void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask = false);
 
+// A pooled map of the region rows [rowBegin, rowEnd) × keys [keyBegin, keyEnd): its cells are
+// placed over the tokens they summarise (NaN cells stay blank).
+void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
+                       int64_t rowEnd, int64_t keyBegin, int64_t keyEnd);
+
 // Draws several plots side by side (horizontal) or stacked into one figure.
 void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,
                 Qt::Orientation orientation);

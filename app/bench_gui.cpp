@@ -1,0 +1,143 @@
+// The window's part of `relulens bench`: an activation toggle through the real state, worker
+// thread and widgets until the attention map and sparsity views are redrawn (offscreen), and
+// text → capture → attention map view written to a PNG.
+#include <QApplication>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <algorithm>
+#include <memory>
+
+#include "app/gui.h"
+#include "core/capture.h"
+#include "core/checkpoint.h"
+#include "qcustomplot.h"
+#include "ui/app_state.h"
+#include "ui/attention_map_view.h"
+#include "ui/inference_worker.h"
+#include "ui/sparsity_view.h"
+
+namespace relulens::app {
+
+namespace {
+
+constexpr int kTimeoutMs = 300000;
+
+// Returns false on timeout.
+bool waitFor(QObject* sender, const char* signal) {
+    QEventLoop loop;
+    QTimer::singleShot(kTimeoutMs, &loop, [&loop] { loop.exit(1); });
+    QObject::connect(sender, signal, &loop, SLOT(quit()));
+    return loop.exec() == 0;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct Bench {
+    std::unique_ptr<QApplication> app;
+    std::unique_ptr<ui::AppState> state;
+    std::unique_ptr<ui::InferenceController> inference;
+    std::unique_ptr<ui::AttentionMapView> map;
+    std::unique_ptr<ui::SparsityView> sparsity;
+    std::unique_ptr<ui::AppState> pictureState;
+    std::unique_ptr<ui::AttentionMapView> picture;
+    QString folder;
+};
+
+void showOffscreen(QWidget* w) {
+    w->resize(1100, 850);
+    w->setAttribute(Qt::WA_DontShowOnScreen);
+    w->show();
+}
+
+Bench& bench(int argc, char** argv) {
+    static Bench b;
+    if (!b.app) {
+        if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+        static int count = argc;
+        b.app = std::make_unique<QApplication>(count, argv);
+        b.state = std::make_unique<ui::AppState>();
+        b.inference = std::make_unique<ui::InferenceController>(b.state.get());
+        b.map = std::make_unique<ui::AttentionMapView>(b.state.get());
+        b.sparsity = std::make_unique<ui::SparsityView>(b.state.get());
+        b.pictureState = std::make_unique<ui::AppState>();
+        b.picture = std::make_unique<ui::AttentionMapView>(b.pictureState.get());
+        for (QWidget* w : std::initializer_list<QWidget*>{b.map.get(), b.sparsity.get(), b.picture.get()}) {
+            showOffscreen(w);
+        }
+    }
+    return b;
+}
+
+bool waitUntilIdle(ui::InferenceController& inference) {
+    while (inference.busy()) {
+        if (!waitFor(&inference, SIGNAL(busyChanged(bool)))) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel& model,
+                                  const std::string& folder, const std::string& text, int repeats) {
+    Bench& b = bench(argc, argv);
+    GuiTimings timings;
+    if (b.folder != QString::fromStdString(folder)) {
+        b.folder = QString::fromStdString(folder);
+        b.state->setModelFolder(b.folder);
+        b.pictureState->setModelFolder(b.folder);
+    }
+    b.state->setText(QString::fromStdString(text));
+    if (!waitFor(b.state.get(), SIGNAL(resultChanged()))) return core::Error{"no result within 5 minutes"};
+    if (!waitUntilIdle(*b.inference)) return core::Error{"the worker did not finish"};
+    QApplication::processEvents();
+
+    // Toggle → both views redrawn, from an idle worker (the user looks, then toggles).
+    std::vector<double> toggles;
+    for (int r = 0; r < repeats + 1; ++r) {
+        int pending = 2;
+        QEventLoop loop;
+        auto done = [&] { if (--pending == 0) loop.quit(); };
+        auto c1 = QObject::connect(b.map->plot(), &QCustomPlot::afterReplot, &loop, done);
+        auto c2 = QObject::connect(b.sparsity->findChild<QCustomPlot*>(), &QCustomPlot::afterReplot,
+                                   &loop, done);
+        QElapsedTimer timer;
+        timer.start();
+        b.state->toggleSoftmaxRelu();
+        QTimer::singleShot(kTimeoutMs, &loop, &QEventLoop::quit);
+        loop.exec();
+        QObject::disconnect(c1);
+        QObject::disconnect(c2);
+        const double ms = double(timer.nsecsElapsed()) / 1e6;
+        if (b.state->error().size()) return core::Error{b.state->error().toStdString()};
+        if (r > 0) toggles.push_back(ms);  // the first run warms up
+        if (!waitUntilIdle(*b.inference)) return core::Error{"the worker did not finish"};
+        QApplication::processEvents();
+    }
+    timings.toggleMs = median(toggles);
+
+    // Text → capture → the attention map view in a PNG file.
+    QTemporaryDir dir;
+    const QString png = dir.filePath("map.png");
+    const auto request = core::viewerRequest(model.model.config().trained, 0.1);
+    std::vector<double> pictures;
+    for (int r = 0; r < repeats + 1; ++r) {
+        QElapsedTimer timer;
+        timer.start();
+        auto result = core::capture(model.model, model.tokenizer, text, request);
+        if (!result) return core::Error{result.error()};
+        b.pictureState->setResult(std::make_shared<const core::CaptureResult>(std::move(*result)));
+        QString error;
+        if (!b.picture->exportTo(png, 1.0, &error)) return core::Error{error.toStdString()};
+        if (r > 0) pictures.push_back(double(timer.nsecsElapsed()) / 1e6);
+    }
+    timings.textToPictureMs = median(pictures);
+    return timings;
+}
+
+}  // namespace relulens::app
