@@ -1,5 +1,6 @@
-# Sourced by scripts/run and scripts/test: installs missing Debian packages (quietly, only when
-# something is missing), then configures and builds ReluLens in a persistent build folder.
+# Sourced by scripts/run, scripts/test and scripts/package: installs missing Debian packages
+# (quietly, only when something is missing), then configures and builds ReluLens in a persistent
+# build folder.
 set -euo pipefail
 
 RELULENS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -7,7 +8,8 @@ RELULENS_BUILD="${RELULENS_BUILD:-$RELULENS_ROOT/build}"
 RELULENS_PACKAGES=(cmake g++ make pkg-config
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libtorch-dev libsentencepiece-dev sentencepiece libopenblas0 nlohmann-json3-dev
-  xvfb xauth)
+  xvfb xauth
+  dpkg-dev file desktop-file-utils appstream)
 
 relulens_install_packages() {
   local missing=()
