@@ -53,7 +53,8 @@ commands:
 
   render            render a view headless, exactly as the window draws it
       --model DIR (--text TEXT | --file F) --out FILE (.png, .svg, .pdf or .csv)
-      --view attention|heads|compare|sparsity|memory|predictions|diagnostics [--layer L] [--head H|mean] [--query Q] [--log]
+      --view attention|heads|compare|sparsity|memory|predictions|diagnostics
+      [--layer L] [--head H|mean] [--query Q] [--log]
       [--attention V --h H --a A --ffn V --tau T] [--width 1100 --height 850] [--scale S]
       [--force]
   bench             forward, capture, one map, toggle → redrawn views, text → PNG and peak
