@@ -49,6 +49,13 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
                               const std::atomic<bool>* cancel) {
     const auto& config = model.config();
     if (text.empty()) return Error{"the text is empty: type or paste something to inspect"};
+    if (text.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
+        return Error{"the text is only whitespace: type or paste something to inspect"};
+    }
+    if (const int64_t bad = firstInvalidUtf8(text); bad >= 0) {
+        return Error{"the text is not valid UTF-8 (byte " + std::to_string(bad) +
+                     "): convert it to UTF-8 first"};
+    }
     if (auto s = validateAttentionSpec(request.run.attention); !s) return Error{s.error()};
     for (const auto& ref : request.maps) {
         if (ref.layer < 0 || ref.layer >= config.nLayers || ref.head < 0 ||

@@ -14,6 +14,38 @@
 
 namespace relulens::core {
 
+int64_t firstInvalidUtf8(const std::string& text) {
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const size_t n = text.size();
+    size_t i = 0;
+    while (i < n) {
+        const unsigned char c = p[i];
+        size_t length = 0;
+        uint32_t lowest = 0;
+        if (c < 0x80) {
+            ++i;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            length = 2, lowest = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            length = 3, lowest = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            length = 4, lowest = 0x10000;
+        } else {
+            return int64_t(i);
+        }
+        if (i + length > n) return int64_t(i);
+        uint32_t code = c & (0xFF >> (length + 1));
+        for (size_t k = 1; k < length; ++k) {
+            if ((p[i + k] & 0xC0) != 0x80) return int64_t(i);
+            code = (code << 6) | (p[i + k] & 0x3F);
+        }
+        if (code < lowest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return int64_t(i);
+        i += length;
+    }
+    return -1;
+}
+
 namespace fs = std::filesystem;
 
 namespace {

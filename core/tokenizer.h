@@ -10,6 +10,10 @@
 
 namespace relulens::core {
 
+// Offset of the first byte of `text` that is not part of well-formed UTF-8 (overlong forms,
+// surrogates and code points past U+10FFFF included), or -1 when the text is valid.
+int64_t firstInvalidUtf8(const std::string& text);
+
 struct Token {
     int64_t id = 0;
     std::string piece;  // SentencePiece piece, "▁" marks a preceding space

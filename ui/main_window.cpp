@@ -1,5 +1,8 @@
 #include "ui/main_window.h"
 
+#include "core/checkpoint.h"
+#include "core/tokenizer.h"
+
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
@@ -178,25 +181,43 @@ void MainWindow::buildMenus() {
 }
 
 bool MainWindow::openTextFile(const QString& path) {
+    const QString error = loadTextFile(path);
+    if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);
+    return error.isEmpty();
+}
+
+QString MainWindow::loadTextFile(const QString& path) {
     QFile file(path);
     if (!file.open(QIODevice::ReadOnly)) {
-        QMessageBox::warning(this, "ReluLens", QString("%1: cannot open (%2)").arg(path, file.errorString()));
-        return false;
+        return QString("%1: cannot open (%2)").arg(path, file.errorString());
     }
     if (file.size() > 5 * 1024 * 1024) {
-        QMessageBox::warning(this, "ReluLens", QString("%1 is larger than 5 MB; open a shorter excerpt").arg(path));
-        return false;
+        return QString("%1 is larger than 5 MB; open a shorter excerpt").arg(path);
     }
-    editor_->setPlainText(QString::fromUtf8(file.readAll()));
-    return true;
+    const QByteArray bytes = file.readAll();
+    const int64_t bad = core::firstInvalidUtf8(bytes.toStdString());
+    if (bad >= 0) {
+        return QString("%1 is not UTF-8 text (byte %2); convert it to UTF-8 first").arg(path).arg(bad);
+    }
+    editor_->setPlainText(QString::fromUtf8(bytes));
+    return QString();
 }
 
 void MainWindow::openModelFolder() {
     const QString folder = QFileDialog::getExistingDirectory(this, "Open model folder");
     if (folder.isEmpty()) return;
+    const QString error = switchModelFolder(folder);
+    if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);
+}
+
+QString MainWindow::switchModelFolder(const QString& folder) {
     if (!QFileInfo(folder + "/config.json").exists()) {
-        QMessageBox::warning(this, "ReluLens", folder + " has no config.json: not a ReluLens model folder");
-        return;
+        return folder + " has no config.json: not a ReluLens model folder";
+    }
+    // Every file and tensor is checked here, so that a broken folder never replaces the
+    // model that is open (the worker loads it again; these models load in well under a second).
+    if (auto loaded = core::loadModelFolder(folder.toStdString()); !loaded) {
+        return QString::fromStdString(loaded.error());
     }
     auto catalog = state_->catalog();
     if (!ModelCatalog::byFolder(catalog, folder)) {
@@ -208,6 +229,7 @@ void MainWindow::openModelFolder() {
         controls_->reloadModels();
     }
     state_->setModelFolder(folder);
+    return QString();
 }
 
 ExportableView* MainWindow::view(const QString& name) const {

@@ -29,6 +29,11 @@ public:
 
     // Loads a text file into the editor; false (with a message shown) on failure.
     bool openTextFile(const QString& path);
+    // The same without dialogs: the message, or empty on success. On failure the editor, the
+    // open model and the settings are left exactly as they were.
+    QString loadTextFile(const QString& path);
+    // Checks the whole folder (config, every tensor, the tokenizer) before switching to it.
+    QString switchModelFolder(const QString& folder);
     // Larger fonts on every view and the text, and the formula panel shown: for a projector.
     void setPresentationMode(bool on);
 
