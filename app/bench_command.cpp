@@ -313,8 +313,8 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
                 "forward with every diagnostic and maps on demand (what the window asks for); one "
                 "map: rebuilding the last layer's head 0 (L × L); toggle: activation toggle to the "
-                "redrawn attention map and sparsity views; text→PNG: capture and the attention map "
-                "view written to a PNG; peak MB: the process's peak resident memory so far%s.\n",
+                "redrawn attention map and sparsity views; text→PNG: the maps-only capture and the "
+                "attention map view written to a PNG (what relulens render --view attention does); peak MB: the process's peak resident memory so far%s.\n",
                 baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
                            "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
                          : "");

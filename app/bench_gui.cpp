@@ -1,6 +1,6 @@
 // The window's part of `relulens bench`: an activation toggle through the real state, worker
 // thread and widgets until the attention map and sparsity views are redrawn (offscreen), and
-// text → capture → attention map view written to a PNG.
+// text → capture → attention map view written to a PNG, as `relulens render` does it.
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -124,7 +124,8 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     // Text → capture → the attention map view in a PNG file.
     QTemporaryDir dir;
     const QString png = dir.filePath("map.png");
-    const auto request = core::viewerRequest(model.model.config().trained, 0.1);
+    // what `relulens render --view attention` computes
+    const auto request = core::mapsOnlyRequest(model.model.config().trained);
     std::vector<double> pictures;
     for (int r = 0; r < repeats + 1; ++r) {
         QElapsedTimer timer;

@@ -63,6 +63,11 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     ui::InferenceRequest request{1, state.effectiveFolder(), *text,
                                  ui::InferenceController::captureRequestFor(state),
                                      ui::InferenceController::comparisonRequestFor(state)};
+    if (viewName == "attention" || viewName == "heads") {
+        // these views draw maps only: no diagnostics, slot activations or comparison
+        request.capture = core::mapsOnlyRequest(state.run());
+        request.comparison.reset();
+    }
     auto response = ui::InferenceController::computeNow(request);
     if (!response.result) return fail(response.error.toStdString());
     state.setResult(response.result, response.comparison, response.vocabulary);

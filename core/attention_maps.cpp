@@ -125,9 +125,23 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
         const auto masked = torch::where(visible, region,
                                          torch::full({}, -std::numeric_limits<float>::infinity(),
                                                      region.options()));
-        const auto cells = std::get<0>(gatherKeys(masked).max(-1));  // (H, Rs, outKeys)
-        values_.scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({heads_, Rs, outKeys_}), cells,
-                                "amax", /*include_self=*/true);
+        const auto cells = gatherKeys(masked).amax(-1).contiguous();  // (H, Rs, outKeys)
+        if (values_.is_cpu()) {
+            // Rows fall into consecutive cells: a running maximum row by row (scatter_reduce
+            // is several times slower here).
+            const float* c = cells.data_ptr<float>();
+            float* v = values_.data_ptr<float>();
+            for (int64_t h = 0; h < heads_; ++h) {
+                for (int64_t i = 0; i < Rs; ++i) {
+                    const float* from = c + (h * Rs + i) * outKeys_;
+                    float* into = v + (h * outRows_ + rowCell[size_t(i)]) * outKeys_;
+                    for (int64_t b = 0; b < outKeys_; ++b) into[b] = std::max(into[b], from[b]);
+                }
+            }
+        } else {
+            values_.scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({heads_, Rs, outKeys_}),
+                                    cells, "amax", /*include_self=*/true);
+        }
     } else {
         const auto masked = torch::where(visible, region, torch::zeros({}, region.options()));
         values_.index_add_(1, rowIndex, (gatherKeys(masked) * keyValid_).sum(-1));

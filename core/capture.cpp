@@ -23,6 +23,14 @@ CaptureRequest viewerRequest(const RunSpec& run, double tauScale) {
     return request;
 }
 
+CaptureRequest mapsOnlyRequest(const RunSpec& run) {
+    CaptureRequest request = viewerRequest(run, 0.1);
+    request.diagnostics = false;
+    request.slotActivations = false;
+    request.topK = 1;
+    return request;
+}
+
 namespace {
 
 std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits, int k,
@@ -112,7 +120,7 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
         }
     }
     std::vector<PooledMap> overviews;
-    if (request.overviewCells > 0) {
+    if (request.overviewCells > 0 && L > request.overviewFromTokens) {
         for (int64_t l = 0; l < config.nLayers; ++l) {
             overviews.emplace_back(config.nHeads, 0, L, 0, L, request.overviewCells,
                                    request.overviewCells, Pooling::Max, model.device());

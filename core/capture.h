@@ -38,6 +38,8 @@ struct CaptureRequest {
     // Every head's map max-pooled to at most this many cells a side while the forward pass runs
     // (0: none), so that overviews and thumbnails of long inputs need no second pass.
     int64_t overviewCells = 0;
+    // ... only for inputs longer than this: shorter maps are pooled faster when they are shown.
+    int64_t overviewFromTokens = 2048;
 };
 
 struct HeadMap {
@@ -80,6 +82,9 @@ bool sameVariants(const RunSpec& a, const RunSpec& b);
 // What the window (and `relulens bench`, which times it) asks of a capture: maps on demand,
 // slot activations, every diagnostic and the top 10 predictions.
 CaptureRequest viewerRequest(const RunSpec& run, double tauScale);
+// What a picture of attention maps alone needs (`relulens render --view attention|heads`):
+// maps on demand and their overviews, without diagnostics or slot activations.
+CaptureRequest mapsOnlyRequest(const RunSpec& run);
 
 // Fails with a readable message on empty text, too many tokens, a bad head or cancellation.
 Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokenizer,

@@ -254,6 +254,7 @@ private Q_SLOTS:
         request.run.attention.kind = AttentionKind::ReluLen;
         request.lazyMaps = true;
         request.overviewCells = 64;
+        request.overviewFromTokens = 0;
         request.blockRows = 17;
         auto r = capture(tiny_->model, tiny_->tokenizer, text_, request);
         QVERIFY(r.ok());
