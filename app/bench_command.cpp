@@ -238,8 +238,8 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
                 "matrix multiply %.1f GFLOP/s (2048², best of 3); medians of %lld runs\n\n",
                 (long long)config.nLayers, (long long)config.nHeads, (long long)config.dModel,
                 (long long)config.dFf, run.attention.label().c_str(), rate, (long long)*repeats);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %10s %8s", "tokens", "forward", "floor", "×floor",
-                "capture", "one map", "toggle", "text→PNG", "peak MB");
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %10s %8s", "tokens", "forward", "floor", "×floor",
+                "capture", "maps only", "one map", "toggle", "text→PNG", "peak MB");
     if (baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
     std::printf("\n");
 
@@ -263,16 +263,26 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
             else maps = r->attentionMaps;
         });
         if (!error.empty()) return fail(error);
+        const auto lighter = core::mapsOnlyRequest(run);
+        const double mapsOnlyMs = medianMs(*repeats, [&] {
+            auto r = core::capture(loaded->model, loaded->tokenizer, text, lighter);
+            if (!r) error = r.error();
+        });
+        if (!error.empty()) return fail(error);
         const int64_t layer = config.nLayers - 1;
         const double mapMs = medianMs(*repeats, [&] { maps->weights(layer, 0); });
         nlohmann::json row = {{"tokens", n}, {"forward_ms", forward}, {"forward_gflop", flops / 1e9},
                               {"floor_ms", floor}, {"forward_over_floor", forward / floor},
-                              {"capture_ms", captureMs}, {"one_map_ms", mapMs}};
+                              {"capture_ms", captureMs}, {"maps_only_capture_ms", mapsOnlyMs},
+                              {"one_map_ms", mapMs}};
         double toggle = 0, picture = 0;
 #ifdef RELULENS_WITH_GUI
         if (gui) {
             auto timings = benchGui(argc, argv, *loaded, modelFolder, text, *repeats);
-            if (!timings) return fail(timings.error());
+            if (!timings) {
+                endBenchGui();
+                return fail(timings.error());
+            }
             toggle = timings->toggleMs;
             picture = timings->textToPictureMs;
             row["toggle_to_redraw_ms"] = toggle;
@@ -285,8 +295,9 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
         const double peak = peakResidentMb();
         row["peak_rss_mb"] = peak;
         auto cell = [](double v) { return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–"); };
-        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9s %10s %8.0f", n, forward, floor,
-                    forward / floor, captureMs, mapMs, cell(toggle).c_str(), cell(picture).c_str(), peak);
+        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9s %10s %8.0f", n, forward, floor,
+                    forward / floor, captureMs, mapsOnlyMs, mapMs, cell(toggle).c_str(),
+                    cell(picture).c_str(), peak);
         if (baseline) {
             auto b = runBaseline(python, script, modelFolder, tokens, *maps, layer, int(*baselineRepeats));
             if (!b) return fail(b.error());
@@ -311,13 +322,17 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
         rows.push_back(row);
     }
     std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
-                "forward with every diagnostic and maps on demand (what the window asks for); one "
+                "forward with every diagnostic and maps on demand (what the window asks for); maps "
+                "only: the same without diagnostics and slot activations; one "
                 "map: rebuilding the last layer's head 0 (L × L); toggle: activation toggle to the "
                 "redrawn attention map and sparsity views; text→PNG: the maps-only capture and the "
                 "attention map view written to a PNG (what relulens render --view attention does); peak MB: the process's peak resident memory so far%s.\n",
                 baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
                            "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
                          : "");
+#ifdef RELULENS_WITH_GUI
+    if (gui) endBenchGui();
+#endif
     if (args->has("json")) {
         std::ofstream out(args->value("json"));
         out << nlohmann::json{{"model", modelFolder},

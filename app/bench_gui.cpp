@@ -55,8 +55,13 @@ void showOffscreen(QWidget* w) {
     w->show();
 }
 
-Bench& bench(int argc, char** argv) {
+Bench& state() {
     static Bench b;
+    return b;
+}
+
+Bench& bench(int argc, char** argv) {
+    Bench& b = state();
     if (!b.app) {
         if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
         static int count = argc;
@@ -139,6 +144,17 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     }
     timings.textToPictureMs = median(pictures);
     return timings;
+}
+
+void endBenchGui() {
+    Bench& b = state();
+    b.picture.reset();
+    b.pictureState.reset();
+    b.sparsity.reset();
+    b.map.reset();
+    b.inference.reset();
+    b.state.reset();
+    b.app.reset();
 }
 
 }  // namespace relulens::app

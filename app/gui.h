@@ -23,5 +23,7 @@ struct GuiTimings {
 // widgets, offscreen. Creates the QApplication on first use.
 core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel& model,
                                   const std::string& folder, const std::string& text, int repeats);
+// Tears the benchmark's widgets and QApplication down (before static destruction begins).
+void endBenchGui();
 
 }  // namespace relulens::app

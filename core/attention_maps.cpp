@@ -90,61 +90,54 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
     const int64_t a = std::max(r0, rowBegin_), b = std::min(r0 + R, rowEnd_);
     if (a >= b) return;
     const int64_t Rs = b - a, C = keyEnd_ - keyBegin_;
-    const auto device = valuesIn.device();
-    const auto values = valuesIn.to(torch::kFloat32).narrow(1, a - r0, Rs);  // (H, Rs, K)
+    // Only the region's first `available` keys exist in this block (keys from K on are masked),
+    // so only the cells over them are touched.
     const int64_t available = std::clamp<int64_t>(K - keyBegin_, 0, C);
-    torch::Tensor region;
-    if (available == 0) {
-        region = torch::zeros({heads_, Rs, C}, values.options());
-    } else {
-        region = values.narrow(2, keyBegin_, available);
-        if (available < C) region = torch::constant_pad_nd(region, {0, C - available});
-    }
+    if (available == 0) return;
+    const int64_t cells = (available * outKeys_ - 1) / C + 1;
+    const auto device = valuesIn.device();
+    const auto region = valuesIn.to(torch::kFloat32).narrow(1, a - r0, Rs).narrow(2, keyBegin_, available);
+    const auto index = keyIndex_.narrow(0, 0, cells * width_);        // region columns
+    const auto inBlock = index < available;                           // (cells · width)
+    const auto gathered = region.index_select(-1, index.clamp_max(available - 1));  // (H, Rs, cells · width)
     auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
-    const auto rows = torch::arange(a, b, longs).unsqueeze(1);                   // (Rs, 1)
-    const auto keys = torch::arange(keyBegin_, keyEnd_, longs).unsqueeze(0);     // (1, C)
-    const auto visible = (keys <= rows).logical_and(keys < K);                   // (Rs, C)
+    const auto rows = torch::arange(a, b, longs).unsqueeze(1);                            // (Rs, 1)
+    const auto visible = ((index + keyBegin_).unsqueeze(0) <= rows).logical_and(inBlock);  // (Rs, cells · width)
+    const auto valid = keyValid_.narrow(0, 0, cells).flatten();                           // duplicates: 0
     std::vector<int64_t> rowCell;
     const int64_t extent = rowEnd_ - rowBegin_;
     for (int64_t i = a; i < b; ++i) {
         // the cell c with poolEdge(c) <= i - rowBegin < poolEdge(c + 1)
-        const int64_t r = i - rowBegin_;
-        rowCell.push_back(((r + 1) * outRows_ - 1) / extent);
+        rowCell.push_back(((i - rowBegin_ + 1) * outRows_ - 1) / extent);
     }
     const auto rowIndex = longTensor(rowCell, device);  // (Rs)
-
-    auto gatherKeys = [&](const torch::Tensor& t) {  // (..., C) -> (..., outKeys, width)
-        auto shape = t.sizes().vec();
-        shape.back() = outKeys_;
-        shape.push_back(width_);
-        return t.index_select(-1, keyIndex_).view(shape);
-    };
-    const auto visibleF = visible.to(torch::kFloat32);
-    counts_.index_add_(0, rowIndex, (gatherKeys(visibleF) * keyValid_).sum(-1));
+    counts_.narrow(1, 0, cells)
+        .index_add_(0, rowIndex, (visible.to(torch::kFloat32) * valid).view({Rs, cells, width_}).sum(-1));
     if (pooling_ == Pooling::Max) {
-        const auto masked = torch::where(visible, region,
+        const auto masked = torch::where(visible, gathered,
                                          torch::full({}, -std::numeric_limits<float>::infinity(),
-                                                     region.options()));
-        const auto cells = gatherKeys(masked).amax(-1).contiguous();  // (H, Rs, outKeys)
+                                                     gathered.options()));
+        const auto best = masked.view({heads_, Rs, cells, width_}).amax(-1).contiguous();  // (H, Rs, cells)
         if (values_.is_cpu()) {
             // Rows fall into consecutive cells: a running maximum row by row (scatter_reduce
             // is several times slower here).
-            const float* c = cells.data_ptr<float>();
+            const float* c = best.data_ptr<float>();
             float* v = values_.data_ptr<float>();
             for (int64_t h = 0; h < heads_; ++h) {
                 for (int64_t i = 0; i < Rs; ++i) {
-                    const float* from = c + (h * Rs + i) * outKeys_;
+                    const float* from = c + (h * Rs + i) * cells;
                     float* into = v + (h * outRows_ + rowCell[size_t(i)]) * outKeys_;
-                    for (int64_t b = 0; b < outKeys_; ++b) into[b] = std::max(into[b], from[b]);
+                    for (int64_t k = 0; k < cells; ++k) into[k] = std::max(into[k], from[k]);
                 }
             }
         } else {
-            values_.scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({heads_, Rs, outKeys_}),
-                                    cells, "amax", /*include_self=*/true);
+            values_.narrow(2, 0, cells)
+                .scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({heads_, Rs, cells}), best,
+                                 "amax", /*include_self=*/true);
         }
     } else {
-        const auto masked = torch::where(visible, region, torch::zeros({}, region.options()));
-        values_.index_add_(1, rowIndex, (gatherKeys(masked) * keyValid_).sum(-1));
+        const auto masked = torch::where(visible, gathered, torch::zeros({}, gathered.options())) * valid;
+        values_.narrow(2, 0, cells).index_add_(1, rowIndex, masked.view({heads_, Rs, cells, width_}).sum(-1));
     }
 }
 
