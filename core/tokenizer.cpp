@@ -70,7 +70,14 @@ const Api& api() {
                 continue;
             }
             instance.path = fs::canonical(candidate, ec).string();
+#ifdef RELULENS_SPM_OWN_NAMESPACE
+            // Sanitized builds: the sanitizer runtime refuses RTLD_DEEPBIND, and without it the
+            // module's protobuf binds to LibTorch's and SentencePiece aborts. A link namespace of
+            // its own isolates the module completely (it is built uninstrumented for this).
+            instance.library = dlmopen(LM_ID_NEWLM, instance.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#else
             instance.library = dlopen(instance.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
             if (!instance.library) {
                 instance.error = std::string("cannot load the tokenizer module: ") + dlerror();
                 return;
