@@ -134,7 +134,7 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
     json header;
     try {
         header = json::parse(headerText);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
         return Error{path + ": the header is not valid JSON (" + std::string(e.what()) + ")"};
     }
     if (!header.is_object()) return Error{path + ": the header is not a JSON object"};
