@@ -130,6 +130,16 @@ private Q_SLOTS:
         QVERIFY(loadError().contains("config.json: not valid JSON"));
     }
 
+    void shapeTooLarge() {
+        // 2^40 × 2^24 elements: the product wraps around to 0 in 64 bits.
+        writeAll(weights_, rawSafetensors(
+            R"({"a":{"dtype":"F32","shape":[1099511627776,16777216],"data_offsets":[0,0]}})", ""));
+        QVERIFY(loadError().contains("tensor 'a': shape too large"));
+        writeAll(weights_, rawSafetensors(
+            R"({"a":{"dtype":"F32","shape":[1048576,1048577],"data_offsets":[0,0]}})", ""));
+        QVERIFY(loadError().contains("tensor 'a': shape too large"));
+    }
+
     void wrongDtype() {
         writeAll(weights_, rawSafetensors(
                                R"({"tok_emb.weight":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
