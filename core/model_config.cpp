@@ -151,7 +151,7 @@ Result<ModelConfig> loadConfigFile(const std::string& path) {
     json j;
     try {
         in >> j;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
         return Error{path + ": not valid JSON (" + e.what() + ")"};
     }
     auto config = configFromJson(j);

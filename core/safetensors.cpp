@@ -70,14 +70,17 @@ Result<Entry> parseEntry(const std::string& path, const std::string& name, const
     }
     const auto& shape = value["shape"];
     if (!shape.is_array() || shape.size() > 8) return Error{where + ": bad shape"};
+    constexpr uint64_t kMaxElements = 1ull << 40;
     uint64_t elements = 1;
     for (const auto& d : shape) {
-        if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 40)) {
+        if (!d.is_number_unsigned() || d.get<uint64_t>() > kMaxElements) {
             return Error{where + ": bad shape entry " + d.dump()};
         }
-        e.shape.push_back(d.get<int64_t>());
-        elements *= d.get<uint64_t>();
-        if (elements > (1ull << 40)) return Error{where + ": shape too large"};
+        const uint64_t size = d.get<uint64_t>();
+        e.shape.push_back(static_cast<int64_t>(size));
+        // Checked before multiplying: the product of two allowed sizes can wrap around to 0.
+        if (size != 0 && elements > kMaxElements / size) return Error{where + ": shape too large"};
+        elements *= size;
     }
     const auto& offsets = value["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
@@ -134,7 +137,7 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
     json header;
     try {
         header = json::parse(headerText);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
         return Error{path + ": the header is not valid JSON (" + std::string(e.what()) + ")"};
     }
     if (!header.is_object()) return Error{path + ": the header is not a JSON object"};

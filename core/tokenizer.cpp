@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -102,7 +103,14 @@ const Api& api() {
                 continue;
             }
             instance.path = fs::canonical(candidate, ec).string();
+#ifdef RELULENS_SPM_OWN_NAMESPACE
+            // Sanitized builds: the sanitizer runtime refuses RTLD_DEEPBIND, and without it the
+            // module's protobuf binds to LibTorch's and SentencePiece aborts. A link namespace of
+            // its own isolates the module completely (it is built uninstrumented for this).
+            instance.library = dlmopen(LM_ID_NEWLM, instance.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#else
             instance.library = dlopen(instance.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
             if (!instance.library) {
                 instance.error = std::string("cannot load the tokenizer module: ") + dlerror();
                 return;
@@ -227,19 +235,31 @@ std::vector<Token> Tokenizer::encode(const std::string& text) const {
         return tokens;
     }
     tokens.reserve(count);
-    bool previousWasByte = false;
     for (size_t i = 0; i < count; ++i) {
-        Token token{raw[i].id, piece(raw[i].id), raw[i].begin, raw[i].end};
-        // SentencePiece gives every byte-fallback piece of one character the character's whole
-        // span (or an empty one). Each such piece stands for exactly one byte of the input, so
-        // give it that byte: spans then tile the text and views can map each token to bytes.
-        const bool isByte = a.isByte(handle_->model, raw[i].id) != 0;
-        if (isByte) {
-            token.start = previousWasByte ? tokens.back().end : raw[i].begin;
-            token.end = token.start + 1;
+        tokens.push_back({raw[i].id, piece(raw[i].id), raw[i].begin, raw[i].end});
+    }
+    // SentencePiece gives the byte-fallback pieces of one character an empty span at the
+    // character's start and the last of them the character's whole span. Each such piece
+    // stands for one byte, so piece k gets byte k of the character: spans then tile the text
+    // and views can map each token to bytes. A malformed byte is replaced by U+FFFD, three
+    // pieces for one byte: pieces past the character's end get an empty span at its end.
+    for (size_t i = 0; i < count;) {
+        if (a.isByte(handle_->model, raw[i].id) == 0) {
+            ++i;
+            continue;
         }
-        previousWasByte = isByte;
-        tokens.push_back(std::move(token));
+        const size_t begin = raw[i].begin;
+        size_t next = i, characterEnd = begin;  // pieces i..next-1 spell one character
+        while (next < count && raw[next].begin == begin &&
+               a.isByte(handle_->model, raw[next].id) != 0) {
+            characterEnd = std::max<size_t>(characterEnd, raw[next].end);
+            ++next;
+        }
+        for (size_t k = i; k < next; ++k) {
+            tokens[k].start = std::min(begin + (k - i), characterEnd);
+            tokens[k].end = std::min(begin + (k - i) + 1, characterEnd);
+        }
+        i = next;
     }
     a.freeTokens(raw);
     return tokens;

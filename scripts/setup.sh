@@ -31,7 +31,7 @@ relulens_install_packages() {
 relulens_build() {
   local extra=("$@")
   local jobs
-  jobs="$(nproc 2>/dev/null || echo 2)"
+  jobs="${RELULENS_JOBS:-$(nproc 2>/dev/null || echo 2)}"
   cmake -S "$RELULENS_ROOT" -B "$RELULENS_BUILD" -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >/dev/null
   cmake --build "$RELULENS_BUILD" -j "$jobs"
 }

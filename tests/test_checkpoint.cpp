@@ -115,6 +115,31 @@ private Q_SLOTS:
         QVERIFY(loadError().contains("header is not valid JSON"));
     }
 
+    void numberOutOfRange() {
+        // The JSON reader reports 1e999 as out of range rather than as a syntax error.
+        writeAll(weights_, rawSafetensors(
+                               R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})",
+                               std::string(4, '\0')));
+        QVERIFY(loadError().contains("header is not valid JSON"));
+        QVERIFY(loadError().contains("number overflow"));
+        auto config = configToJson(smallConfig()).dump();
+        const std::string context = "\"context_length\":32";
+        QVERIFY(config.find(context) != std::string::npos);
+        config.replace(config.find(context), context.size(), "\"context_length\":1e999");
+        writeAll(folder_ + "/config.json", config);
+        QVERIFY(loadError().contains("config.json: not valid JSON"));
+    }
+
+    void shapeTooLarge() {
+        // 2^40 × 2^24 elements: the product wraps around to 0 in 64 bits.
+        writeAll(weights_, rawSafetensors(
+            R"({"a":{"dtype":"F32","shape":[1099511627776,16777216],"data_offsets":[0,0]}})", ""));
+        QVERIFY(loadError().contains("tensor 'a': shape too large"));
+        writeAll(weights_, rawSafetensors(
+            R"({"a":{"dtype":"F32","shape":[1048576,1048577],"data_offsets":[0,0]}})", ""));
+        QVERIFY(loadError().contains("tensor 'a': shape too large"));
+    }
+
     void wrongDtype() {
         writeAll(weights_, rawSafetensors(
                                R"({"tok_emb.weight":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",

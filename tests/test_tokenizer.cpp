@@ -77,6 +77,21 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(tokenizer_.decode(ids)), text);
     }
 
+    void malformedUtf8() {
+        // Each malformed byte becomes U+FFFD: three byte pieces for one byte of the text.
+        const std::string text = "ok \xff\xfe end\xc3";
+        const auto tokens = tokenizer_.encode(text);
+        size_t cursor = 0, bytePieces = 0;
+        for (const auto& t : tokens) {
+            QCOMPARE(t.start, cursor);  // spans still tile the text, in order
+            QVERIFY(t.end >= t.start && t.end <= text.size());
+            cursor = t.end;
+            bytePieces += tokenizer_.isSpecial(t.id) ? 1 : 0;
+        }
+        QCOMPARE(cursor, text.size());
+        QCOMPARE(bytePieces, size_t(9));
+    }
+
     void knownIdsFromSpmEncode() {
         // tiny_reference.json holds the ids SentencePiece's own spm_encode gave for its text.
         std::ifstream in(relulens::test::dataPath("tiny_reference.json"));
