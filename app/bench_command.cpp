@@ -65,11 +65,13 @@ double peakResidentMb() {
 // Floating-point operations of one forward pass over n tokens: the projections, the attention
 // products over the visible (causal) pairs only, the FFN and the output layer; a multiply-add
 // counts two.
-double forwardFlops(const core::ModelConfig& c, int64_t n) {
+double forwardFlops(const core::ModelInfo& c, int64_t n) {
     const double N = double(n), d = double(c.dModel), f = double(c.dFf), V = double(c.vocabSize);
-    const double projections = 4 * 2 * N * d * d;         // q, k, v, o
-    const double attention = 2 * 2 * d * N * (N + 1) / 2;  // q·kᵀ and α·v, all heads (H·d_h = d)
-    const double ffn = 2 * 2 * N * d * f;
+    const double queries = double(c.nHeads * c.headDim), keys = double(c.nKvHeads * c.headDim);
+    const double projections = 2 * N * d * (2 * queries + 2 * keys);  // q and o; k and v
+    // q·kᵀ and α·v over the visible pairs (a sliding window is ignored: an upper bound)
+    const double attention = 2 * 2 * queries * N * (N + 1) / 2;
+    const double ffn = 2 * N * d * f * (c.gatedFfn ? 3 : 2);
     return double(c.nLayers) * (projections + attention + ffn) + 2 * N * d * V;
 }
 
@@ -222,22 +224,36 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     gui = false;
 #endif
 
-    auto loaded = core::loadModelFolder(modelFolder);
+    const auto loadStarted = Clock::now();
+    auto loaded = openModel(modelFolder, device->str());
     if (!loaded) return fail(loaded.error());
-    loaded->model.to(*device);
+    const double loadMs = millisecondsSince(loadStarted);
+    const double loadPeakMb = peakResidentMb();
+    const core::LanguageModel& model = *loaded->model;
     const std::string source = readFile(textFile);
     if (source.empty()) return fail(textFile + ": cannot read the benchmark text");
-    const auto& config = loaded->model.config();
+    const auto& config = model.info();
     const auto run = config.trained;
+    if (baseline && config.family != "relulens") {
+        return fail("--baseline runs ReluLens's own models only (bench/baseline.py knows their layout)");
+    }
     torch::NoGradGuard noGrad;
 
     const double rate = matmulRate(*device);
     std::printf("relulens bench: %s on %s, %s\n", modelFolder.c_str(), device->str().c_str(),
                 core::deviceReport().c_str());
-    std::printf("model: %lld layers × %lld heads, d_model %lld, d_ff %lld; variant %s; "
-                "matrix multiply %.1f GFLOP/s (2048², best of 3); medians of %lld runs\n\n",
-                (long long)config.nLayers, (long long)config.nHeads, (long long)config.dModel,
-                (long long)config.dFf, run.attention.label().c_str(), rate, (long long)*repeats);
+    std::printf("model: %s, %lld layers × %lld heads (%lld kv heads), d_model %lld, d_ff %lld%s, "
+                "vocab %lld, %.3g parameters%s%s; variant %s; matrix multiply %.1f GFLOP/s "
+                "(2048², best of 3); medians of %lld runs\n",
+                config.family.c_str(), (long long)config.nLayers, (long long)config.nHeads,
+                (long long)config.nKvHeads, (long long)config.dModel, (long long)config.dFf,
+                config.gatedFfn ? " gated" : "", (long long)config.vocabSize, double(config.parameters),
+                config.storage.empty() ? "" : ", stored as ", config.storage.c_str(),
+                run.attention.label().c_str(), rate, (long long)*repeats);
+    const double weightsMb = double(config.parameters) * 4.0 / 1048576.0;
+    std::printf("load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
+                "weights (%.0f MB)\n\n",
+                loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
     std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %10s %8s", "tokens", "forward", "floor", "×floor",
                 "capture", "maps only", "one map", "toggle", "text→PNG", "peak MB");
     if (baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
@@ -251,21 +267,21 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
         for (const auto& t : tokens) idValues.push_back(t.id);
         auto ids = torch::tensor(idValues, torch::kLong).view({1, int64_t(n)}).to(*device);
 
-        const double forward = medianMs(*repeats, [&] { synchronise(loaded->model.forward(ids, run)); });
+        const double forward = medianMs(*repeats, [&] { synchronise(model.forward(ids, run)); });
         const double flops = forwardFlops(config, int64_t(n));
         const double floor = flops / (rate * 1e9) * 1e3;
         const auto request = core::viewerRequest(run, 0.1);
         std::shared_ptr<const core::AttentionMaps> maps;
         std::string error;
         const double captureMs = medianMs(*repeats, [&] {
-            auto r = core::capture(loaded->model, loaded->tokenizer, text, request);
+            auto r = core::capture(model, loaded->tokenizer, text, request);
             if (!r) error = r.error();
             else maps = r->attentionMaps;
         });
         if (!error.empty()) return fail(error);
         const auto lighter = core::mapsOnlyRequest(run);
         const double mapsOnlyMs = medianMs(*repeats, [&] {
-            auto r = core::capture(loaded->model, loaded->tokenizer, text, lighter);
+            auto r = core::capture(model, loaded->tokenizer, text, lighter);
             if (!r) error = r.error();
         });
         if (!error.empty()) return fail(error);
@@ -336,6 +352,11 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     if (args->has("json")) {
         std::ofstream out(args->value("json"));
         out << nlohmann::json{{"model", modelFolder},
+                              {"family", config.family},
+                              {"parameters", config.parameters},
+                              {"load_ms", loadMs},
+                              {"load_peak_rss_mb", loadPeakMb},
+                              {"weights_f32_mb", weightsMb},
                               {"device", device->str()},
                               {"report", core::deviceReport()},
                               {"matmul_gflops", rate},

@@ -130,12 +130,12 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     QTemporaryDir dir;
     const QString png = dir.filePath("map.png");
     // what `relulens render --view attention` computes
-    const auto request = core::mapsOnlyRequest(model.model.config().trained);
+    const auto request = core::mapsOnlyRequest(model.model->info().trained);
     std::vector<double> pictures;
     for (int r = 0; r < repeats + 1; ++r) {
         QElapsedTimer timer;
         timer.start();
-        auto result = core::capture(model.model, model.tokenizer, text, request);
+        auto result = core::capture(*model.model, model.tokenizer, text, request);
         if (!result) return core::Error{result.error()};
         b.pictureState->setResult(std::make_shared<const core::CaptureResult>(std::move(*result)));
         QString error;

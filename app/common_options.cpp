@@ -1,5 +1,9 @@
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "app/commands.h"
@@ -9,6 +13,35 @@ namespace relulens::app {
 int fail(const std::string& message) {
     std::fprintf(stderr, "relulens: %s\n", message.c_str());
     return 1;
+}
+
+core::LoadOptions terminalLoadOptions(const std::string& device) {
+    core::LoadOptions options;
+    options.device = device;
+    struct Progress {
+        std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+        int shown = -1;  // last percentage printed
+    };
+    auto state = std::make_shared<Progress>();
+    const bool terminal = isatty(fileno(stderr)) != 0;
+    options.progress = [state, terminal](double fraction, const std::string&) {
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                             state->started).count();
+        if (seconds < 0.5 && state->shown < 0) return;  // quick loads print nothing
+        const int percent = int(fraction * 100.0);
+        const int step = terminal ? 1 : 10;
+        if (percent / step == state->shown / step && percent < 100) return;
+        state->shown = percent;
+        std::fprintf(stderr, terminal ? "\rloading the model: %3d %% (%.0f s)" : "loading the model: %d %% (%.0f s)\n",
+                     percent, seconds);
+        if (terminal && percent >= 100) std::fputc('\n', stderr);
+        std::fflush(stderr);
+    };
+    return options;
+}
+
+core::Result<core::LoadedModel> openModel(const std::string& folder, const std::string& device) {
+    return core::loadModelFolder(folder, terminalLoadOptions(device));
 }
 
 core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,

@@ -48,10 +48,13 @@ std::string visible(const std::string& piece) {
 
 void printSummary(const core::CaptureResult& r) {
     const auto& m = r.model;
-    std::printf("model    %s: %lld layers × %lld heads, d_model %lld, d_ff %lld, vocab %lld, "
+    std::string kv;
+    if (m.nKvHeads != m.nHeads) kv = " (" + std::to_string(m.nKvHeads) + " kv heads)";
+    std::printf("model    %s (%s): %lld layers × %lld heads%s, d_model %lld, d_ff %lld%s, vocab %lld, "
                 "trained with attention %s, FFN %s\n",
-                m.name.c_str(), (long long)m.nLayers, (long long)m.nHeads, (long long)m.dModel,
-                (long long)m.dFf, (long long)m.vocabSize, m.trained.attention.label().c_str(),
+                m.name.c_str(), m.family.c_str(), (long long)m.nLayers, (long long)m.nHeads,
+                kv.c_str(), (long long)m.dModel, (long long)m.dFf, m.gatedFfn ? " (gated)" : "",
+                (long long)m.vocabSize, m.trained.attention.label().c_str(),
                 core::ffnKindName(m.trained.ffn).c_str());
     std::printf("run      attention %s, FFN %s on %s (%s)\n", r.run.attention.label().c_str(),
                 core::ffnKindName(r.run.ffn).c_str(), r.device.c_str(),
@@ -101,14 +104,11 @@ int inspectCommand(const std::vector<std::string>& argv) {
     if (!args->has("model")) return fail("inspect needs --model DIR");
     auto text = textFromArguments(*args);
     if (!text) return fail(text.error());
-    auto device = core::selectDevice(args->value("device", "auto"));
-    if (!device) return fail(device.error());
-    auto loaded = core::loadModelFolder(args->value("model"));
+    auto loaded = openModel(args->value("model"), args->value("device", "auto"));
     if (!loaded) return fail(loaded.error());
-    loaded->model.to(*device);
 
     core::CaptureRequest request;
-    auto run = runSpecFromArguments(*args, loaded->model.config().trained);
+    auto run = runSpecFromArguments(*args, loaded->model->info().trained);
     if (!run) return fail(run.error());
     request.run = *run;
     if (args->has("maps")) {
@@ -127,7 +127,7 @@ int inspectCommand(const std::vector<std::string>& argv) {
     request.tauScale = *tau;
     request.slotActivations = false;
 
-    auto result = core::capture(loaded->model, loaded->tokenizer, *text, request);
+    auto result = core::capture(*loaded->model, loaded->tokenizer, *text, request);
     if (!result) return fail(result.error());
     printSummary(*result);
     if (args->has("json")) {

@@ -21,13 +21,16 @@ usage: relulens                     open the desktop window (with no display: re
 
 commands:
   inspect           run a model on a text and summarise attention, sparsity and predictions
-      --model DIR              model folder (config.json, model.safetensors, tokenizer.model)
+      --model DIR              model folder: ReluLens's own, or a Hugging Face checkpoint
+                               (llama, mistral, qwen2, qwen3, gemma: config.json, safetensors
+                               weights or shards, tokenizer.model)
       --text TEXT | --file F   the text to run on
       --attention V            softmax | relu | relu_len | reluformer | family
                                (default: the variant the model was trained with)
       --h H                    family function: relu | relu2 | gelu | softplus | sigmoid
       --a A                    length exponent of relu_len and family, in [0, 2] (default 1)
-      --ffn V                  relu | gelu | softmax | softmax_ln
+      --ffn V                  relu | gelu | softmax | softmax_ln; gated FFNs (Hugging Face
+                               models) swap the gate's activation: silu | gelu | gelu_tanh | relu
       --device D               auto | cpu | cuda | cuda:N (default auto: CUDA when available)
       --maps L:H[,L:H...]      add these heads' weights and raw scores to the JSON
       --all-maps               add every head's weights to the JSON
@@ -50,6 +53,9 @@ commands:
       --tokenizer FILE --out DIR [--layers 2 --heads 2 --d-model 32 --d-ff 64 --context 64]
       [--attention V --h H --a A --ffn V] [--seed 1] [--dtype f32|f16|bf16] [--name N] [--force]
       [--init-std S (0.02)] [--perturb-all (also randomise norms, biases and gamma)]
+
+  import-llama2c    convert a llama2.c model (.bin, v0 or v1) to a Hugging Face folder
+      --model FILE.bin --tokenizer tokenizer.model --out DIR [--dtype f32|f16|bf16] [--force]
 
   render            render a view headless, exactly as the window draws it
       --model DIR (--text TEXT | --file F) --out FILE (.png, .svg, .pdf or .csv)
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
         if (command == "inspect") return relulens::app::inspectCommand(rest);
         if (command == "train-tokenizer") return relulens::app::trainTokenizerCommand(rest);
         if (command == "init-model") return relulens::app::initModelCommand(rest);
+        if (command == "import-llama2c") return relulens::app::importLlama2cCommand(rest);
         if (command == "train") return relulens::app::trainCommand(rest);
         if (command == "eval") return relulens::app::evalCommand(rest);
 #ifdef RELULENS_WITH_GUI

@@ -4,6 +4,7 @@
 
 #include "app/commands.h"
 #include "core/checkpoint.h"
+#include "core/llama2c.h"
 #include "core/tokenizer.h"
 
 namespace relulens::app {
@@ -92,6 +93,30 @@ int initModelCommand(const std::vector<std::string>& argv) {
     }
     std::printf("random model with %lld parameters written to %s\n",
                 (long long)config.parameterCount(), out.c_str());
+    return 0;
+}
+
+int importLlama2cCommand(const std::vector<std::string>& argv) {
+    auto args = Arguments::parse(argv, {{"model"}, {"tokenizer"}, {"out"}, {"dtype"}, {"force", false}});
+    if (!args) return fail(args.error());
+    if (!args->has("model") || !args->has("tokenizer") || !args->has("out")) {
+        return fail("import-llama2c needs --model FILE.bin, --tokenizer tokenizer.model and --out DIR");
+    }
+    core::Llama2cImport request;
+    request.model = args->value("model");
+    request.tokenizer = args->value("tokenizer");
+    request.out = args->value("out");
+    request.force = args->has("force");
+    auto storage = core::parseStorageType(args->value("dtype", "f32"));
+    if (!storage) return fail(storage.error());
+    request.storage = *storage;
+    auto s = core::importLlama2c(request);
+    if (!s) return fail(s.error());
+    std::printf("llama2.c v%d model (dim %lld, %lld layers, %lld heads / %lld kv heads, vocab %lld, "
+                "%s classifier) written to %s as a Hugging Face llama folder\n",
+                s->version, (long long)s->dim, (long long)s->layers, (long long)s->heads,
+                (long long)s->kvHeads, (long long)s->vocab, s->tied ? "shared" : "separate",
+                request.out.c_str());
     return 0;
 }
 

@@ -52,7 +52,7 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     ui::AppState state;
     state.setModelFolder(QString::fromStdString(args->value("model")));
     state.setText(QString::fromStdString(*text));
-    auto config = core::loadConfigFile(args->value("model") + "/config.json");
+    auto config = core::readModelConfig(args->value("model"));
     if (!config) return fail(config.error());
     auto run = runSpecFromArguments(*args, config->trained);
     if (!run) return fail(run.error());
@@ -68,7 +68,7 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
         request.capture = core::mapsOnlyRequest(state.run());
         request.comparison.reset();
     }
-    auto response = ui::InferenceController::computeNow(request);
+    auto response = ui::InferenceController::computeNow(request, terminalLoadOptions("auto"));
     if (!response.result) return fail(response.error.toStdString());
     state.setResult(response.result, response.comparison, response.vocabulary);
     auto layer = args->integer("layer", 0);

@@ -159,13 +159,12 @@ int evalCommand(const std::vector<std::string>& argv) {
     if (!args->has("model") || !args->has("corpus")) {
         return fail("eval needs --model DIR and --corpus FILE...");
     }
-    auto loaded = core::loadModelFolder(args->value("model"));
+    auto loaded = openModel(args->value("model"), args->value("device", "auto"));
     if (!loaded) return fail(loaded.error());
-    auto device = core::selectDevice(args->value("device", "auto"));
-    if (!device) return fail(device.error());
-    loaded->model.to(*device);
-    auto run = runSpecFromArguments(*args, loaded->model.config().trained);
+    const auto& info = loaded->model->info();
+    auto run = runSpecFromArguments(*args, info.trained);
     if (!run) return fail(run.error());
+    if (auto s = loaded->model->supports(*run); !s) return fail(s.error());
     std::vector<int64_t> contexts;
     for (const auto& text : args->values("context")) {
         try {
@@ -174,7 +173,7 @@ int evalCommand(const std::vector<std::string>& argv) {
             return fail("--context expects whole numbers, got '" + text + "'");
         }
     }
-    if (contexts.empty()) contexts = {loaded->model.config().contextLength};
+    if (contexts.empty()) contexts = {info.contextLength};
     auto maxTokens = args->integer("max-tokens", 65536);
     if (!maxTokens || *maxTokens < 1) return fail("--max-tokens must be a positive number");
     // --split validation: only the held-out part (the last 5 %) of the corpus, as in training.
@@ -184,12 +183,12 @@ int evalCommand(const std::vector<std::string>& argv) {
     if (!corpus) return fail(corpus.error());
     std::vector<int64_t> tokens = corpus->validation;
     if (split == "all") tokens.insert(tokens.begin(), corpus->train.begin(), corpus->train.end());
-    auto results = core::evaluateContexts(loaded->model, tokens, contexts, *run, *maxTokens);
+    auto results = core::evaluateContexts(*loaded->model, tokens, contexts, *run, *maxTokens);
     if (!results) return fail(results.error());
     std::printf("model %s, attention %s, FFN %s (%s), %zu tokens of text\n",
-                loaded->model.config().name.c_str(), run->attention.label().c_str(),
+                info.name.c_str(), run->attention.label().c_str(),
                 core::ffnKindName(run->ffn).c_str(),
-                core::sameVariants(*run, loaded->model.config().trained) ? "as trained"
+                core::sameVariants(*run, info.trained) ? "as trained"
                                                                           : "NOT as trained",
                 tokens.size());
     std::printf("%8s %10s %12s %8s\n", "context", "loss", "perplexity", "tokens");
@@ -202,7 +201,7 @@ int evalCommand(const std::vector<std::string>& argv) {
     }
     if (args->has("json")) {
         std::ofstream out(args->value("json"));
-        out << nlohmann::json{{"model", loaded->model.config().name},
+        out << nlohmann::json{{"model", info.name},
                               {"run", core::runSpecToJson(*run)},
                               {"results", json}}
                    .dump(2)

@@ -7,16 +7,20 @@
 namespace relulens::core {
 
 torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset,
-                         const torch::Device& device) {
+                         const torch::Device& device, int64_t window) {
     auto options = torch::TensorOptions().dtype(torch::kLong).device(device);
     auto i = torch::arange(rows, options).unsqueeze(1) + rowOffset;
     auto j = torch::arange(keys, options).unsqueeze(0);
+    if (window > 0) return (j <= i).logical_and(j > i - window);
     return j <= i;
 }
 
-torch::Tensor visibleCounts(int64_t rows, int64_t rowOffset, const torch::Device& device) {
+torch::Tensor visibleCounts(int64_t rows, int64_t rowOffset, const torch::Device& device,
+                            int64_t window) {
     auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
-    return (torch::arange(rows, options) + double(rowOffset + 1)).unsqueeze(1);
+    auto n = torch::arange(rows, options) + double(rowOffset + 1);
+    if (window > 0) n = n.clamp_max(double(window));
+    return n.unsqueeze(1);
 }
 
 namespace {
@@ -35,11 +39,14 @@ torch::Tensor applyFamily(const torch::Tensor& s, FamilyFunction h) {
 }  // namespace
 
 torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec& spec,
-                               const torch::Tensor& gamma, int64_t rowOffset, bool mayOverwrite) {
+                               const torch::Tensor& gamma, int64_t rowOffset, bool mayOverwrite,
+                               int64_t window) {
     const int64_t rows = scores.size(-2);
     const int64_t keys = scores.size(-1);
     const bool tracked = torch::GradMode::is_enabled() && scores.requires_grad();
-    if (keys == rowOffset + rows && !tracked) {
+    // A window only matters once a row sees more than `window` keys.
+    if (window >= rowOffset + rows) window = 0;
+    if (keys == rowOffset + rows && !tracked && window == 0) {
         // Every row sees keys 0..rowOffset; only the last `rows` keys hold the causal boundary,
         // so only that square is masked (no mask over the whole block), in place. Training
         // (autograd) takes the general path below, which never writes into a tensor.
@@ -71,7 +78,7 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
                 return divided(maskTail(applyFamily(scores, spec.h), 0));
         }
     }
-    const auto mask = causalMask(rows, keys, rowOffset, scores.device());  // (rows, keys)
+    const auto mask = causalMask(rows, keys, rowOffset, scores.device(), window);  // (rows, keys)
     const auto zero = torch::zeros({}, scores.options());
     switch (spec.kind) {
         case AttentionKind::Softmax:
@@ -80,18 +87,18 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
                 -1);
         case AttentionKind::Relu: return torch::where(mask, torch::relu(scores), zero);
         case AttentionKind::ReluLen: {
-            const auto n = visibleCounts(rows, rowOffset, scores.device());  // (rows, 1)
+            const auto n = visibleCounts(rows, rowOffset, scores.device(), window);  // (rows, 1)
             return torch::where(mask, torch::relu(scores), zero) / n.pow(spec.a);
         }
         case AttentionKind::ReluFormer: {
-            const auto n = visibleCounts(rows, rowOffset, scores.device());
+            const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
             auto g = gamma.defined() ? gamma.to(scores.dtype()) : torch::ones({scores.size(0)},
                                                                               scores.options());
             const auto scale = g.view({-1, 1, 1}) * torch::sqrt(n / 2.0).unsqueeze(0);
             return torch::where(mask, torch::relu(scores), zero) / scale;
         }
         case AttentionKind::Family: {
-            const auto n = visibleCounts(rows, rowOffset, scores.device());
+            const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
             return torch::where(mask, applyFamily(scores, spec.h), zero) / n.pow(spec.a);
         }
     }

@@ -165,12 +165,20 @@ void AttentionMaps::checkRegion(int64_t layer, int64_t head, int64_t rowBegin, i
     }
 }
 
+torch::Tensor AttentionMaps::keys(int64_t layer, int64_t h0, int64_t h) const {
+    const auto& k = layers_[size_t(layer)].k;
+    const int64_t group = heads() / k.size(0);
+    if (group == 1) return k.narrow(0, h0, h);
+    if (h == 1) return k.narrow(0, h0 / group, 1);
+    return k.repeat_interleave(group, 0).narrow(0, h0, h);
+}
+
 torch::Tensor AttentionMaps::rowWeights(int64_t layer, int64_t h0, int64_t h, int64_t r0,
                                         int64_t R, int64_t K) const {
     const auto& t = layers_[size_t(layer)];
     auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, r0, R),
-                           t.k.narrow(0, h0, h).narrow(1, 0, K).transpose(-1, -2)) * scale_;
-    return attentionWeights(s, spec_, t.gamma.narrow(0, h0, h), r0, /*mayOverwrite=*/true);
+                           keys(layer, h0, h).narrow(1, 0, K).transpose(-1, -2)) * scale_;
+    return attentionWeights(s, spec_, t.gamma.narrow(0, h0, h), r0, /*mayOverwrite=*/true, t.window);
 }
 
 torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBegin,
@@ -200,7 +208,7 @@ torch::Tensor AttentionMaps::scores(int64_t layer, int64_t head, int64_t rowBegi
     const auto& t = layers_[size_t(layer)];
     const int64_t h0 = head < 0 ? 0 : head, h = head < 0 ? heads() : 1;
     auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, rowBegin, rowEnd - rowBegin),
-                           t.k.narrow(0, h0, h).narrow(1, keyBegin, keyEnd - keyBegin)
+                           keys(layer, h0, h).narrow(1, keyBegin, keyEnd - keyBegin)
                                .transpose(-1, -2)) * scale_;
     return s.mean(0).to(torch::kCPU).contiguous();
 }

@@ -51,8 +51,10 @@ private:
 class AttentionMaps {
 public:
     struct Layer {
-        torch::Tensor q, k;   // (H, L, d_head) after rotary
+        torch::Tensor q;      // (H, L, d_head) after rotary
+        torch::Tensor k;      // (H_kv, L, d_head): query head h reads kv head h / (H / H_kv)
         torch::Tensor gamma;  // (H) ReLUFormer scale
+        int64_t window = 0;   // sliding window (0: none)
     };
     AttentionMaps(std::vector<Layer> layers, AttentionSpec spec, double scale);
 
@@ -77,6 +79,8 @@ public:
                          Pooling pooling) const;
 
 private:
+    // (h, L, d_head) keys of query heads [h0, h0 + h).
+    torch::Tensor keys(int64_t layer, int64_t h0, int64_t h) const;
     // (h, R, K) weights of rows [r0, r0 + R) against keys [0, K) for heads [h0, h0 + h).
     torch::Tensor rowWeights(int64_t layer, int64_t h0, int64_t h, int64_t r0, int64_t R,
                              int64_t K) const;

@@ -33,10 +33,13 @@ CaptureRequest mapsOnlyRequest(const RunSpec& run) {
 
 namespace {
 
-std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits, int k,
+std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsIn, int k,
                                                     const Tokenizer& tokenizer) {
-    // logits: (L, V)
-    auto probabilities = torch::softmax(logits.to(torch::kFloat32), -1);
+    // logits: (L, V). Rows past the tokenizer's pieces pad the embedding (some checkpoints
+    // round their vocabulary up) and are never predicted.
+    auto logits = logitsIn.to(torch::kFloat32);
+    if (tokenizer.vocabSize() < logits.size(-1)) logits = logits.narrow(-1, 0, tokenizer.vocabSize());
+    auto probabilities = torch::softmax(logits, -1);
     auto [values, indices] = probabilities.topk(std::min<int64_t>(k, logits.size(-1)), -1);
     values = values.to(torch::kCPU).contiguous();
     indices = indices.to(torch::kCPU).contiguous();
@@ -52,10 +55,10 @@ std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits,
 
 }  // namespace
 
-Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokenizer,
+Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
                               const std::string& text, const CaptureRequest& request,
                               const std::atomic<bool>* cancel) {
-    const auto& config = model.config();
+    const auto& config = model.info();
     if (text.empty()) return Error{"the text is empty: type or paste something to inspect"};
     if (text.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
         return Error{"the text is only whitespace: type or paste something to inspect"};
@@ -64,7 +67,7 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
         return Error{"the text is not valid UTF-8 (byte " + std::to_string(bad) +
                      "): convert it to UTF-8 first"};
     }
-    if (auto s = validateAttentionSpec(request.run.attention); !s) return Error{s.error()};
+    if (auto s = model.supports(request.run); !s) return Error{s.error()};
     for (const auto& ref : request.maps) {
         if (ref.layer < 0 || ref.layer >= config.nLayers || ref.head < 0 ||
             ref.head >= config.nHeads) {
@@ -116,7 +119,7 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
     if (request.diagnostics) {
         const auto rule = attentionSparsityRule(request.run.attention, request.tauScale);
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            accumulators.emplace_back(config.nHeads, L, rule, model.device());
+            accumulators.emplace_back(config.nHeads, L, rule, model.device(), config.window(l));
         }
     }
     std::vector<PooledMap> overviews;
@@ -141,7 +144,6 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
     std::vector<AttentionMaps::Layer> lazyLayers;
     for (int64_t l = 0; l < config.nLayers; ++l) {
         if (cancel && cancel->load()) return Error{"cancelled"};
-        const std::string p = "layers." + std::to_string(l) + ".";
         const auto& t = trace.layers[size_t(l)];
         LayerCapture layer;
         if (request.diagnostics) {
@@ -149,16 +151,14 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
             layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
             layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
             layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
-            FfnWeights fw{model.tensor(p + "ffn.w1"),        model.tensor(p + "ffn.b1"),
-                          model.tensor(p + "ffn.w2"),        model.tensor(p + "ffn.b2"),
-                          model.tensor(p + "ffn.ln.weight"), model.tensor(p + "ffn.ln.bias"),
-                          config.normEps};
-            layer.ffn = ffnDiagnostics(t.ffnInput[0], t.slotActivations[0], fw, request.run.ffn,
-                                       request.tauScale);
+            layer.ffn = model.ffnDiagnostics(l, t.ffnInput[0], t.slotActivations[0],
+                                             request.run.ffn, request.tauScale);
             layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
         }
         if (request.slotActivations) layer.slotActivations = t.slotActivations[0].to(torch::kCPU);
-        if (request.lazyMaps) lazyLayers.push_back({t.q[0], t.k[0], model.tensor(p + "attn.gamma")});
+        if (request.lazyMaps) {
+            lazyLayers.push_back({t.q[0], t.k[0], model.attentionGamma(l), config.window(l)});
+        }
         for (int64_t h = 0; h < config.nHeads; ++h) {
             bool wanted = request.allMaps;
             for (const auto& ref : request.maps) wanted |= (ref.layer == l && ref.head == h);
@@ -172,8 +172,7 @@ Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokeniz
     for (const auto& overview : overviews) result.overviews.push_back(overview.result());
     if (request.lazyMaps) {
         result.attentionMaps = std::make_shared<const AttentionMaps>(
-            std::move(lazyLayers), request.run.attention,
-            1.0 / std::sqrt(double(config.headDim())));
+            std::move(lazyLayers), request.run.attention, model.attentionScale());
     }
     result.milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)

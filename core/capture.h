@@ -10,7 +10,7 @@
 #include "core/diagnostics.h"
 #include "core/error.h"
 #include "core/tokenizer.h"
-#include "core/transformer.h"
+#include "core/language_model.h"
 
 namespace relulens::core {
 
@@ -61,7 +61,7 @@ struct LayerCapture {
 };
 
 struct CaptureResult {
-    ModelConfig model;
+    ModelInfo model;
     RunSpec run;
     bool trainedWithRun = false;  // the run's variants are the ones the weights were trained with
     std::string device;
@@ -86,8 +86,9 @@ CaptureRequest viewerRequest(const RunSpec& run, double tauScale);
 // maps on demand and their overviews, without diagnostics or slot activations.
 CaptureRequest mapsOnlyRequest(const RunSpec& run);
 
-// Fails with a readable message on empty text, too many tokens, a bad head or cancellation.
-Result<CaptureResult> capture(const Transformer& model, const Tokenizer& tokenizer,
+// Fails with a readable message on empty text, too many tokens, a bad head, a variant the
+// model cannot run, or cancellation.
+Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
                               const std::string& text, const CaptureRequest& request,
                               const std::atomic<bool>* cancel = nullptr);
 

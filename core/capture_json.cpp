@@ -48,7 +48,7 @@ json runSpecToJson(const RunSpec& run) {
 
 json captureToJson(const CaptureResult& r) {
     json out;
-    out["model"] = configToJson(r.model);
+    out["model"] = modelInfoToJson(r.model);
     out["run"] = runSpecToJson(r.run);
     out["run"]["device"] = r.device;
     out["run"]["trained_with_this_variant"] = r.trainedWithRun;

@@ -62,7 +62,7 @@ Result<Transformer> loadWeights(const std::string& folder) {
     return Transformer::fromTensors(*config, std::move(file->tensors));
 }
 
-Result<LoadedModel> loadModelFolder(const std::string& folder) {
+Result<LoadedModel> loadRelulensFolder(const std::string& folder) {
     auto model = loadWeights(folder);
     if (!model) return Error{model.error()};
     const std::string tokenizerPath = (fs::path(folder) / "tokenizer.model").string();
@@ -75,7 +75,7 @@ Result<LoadedModel> loadModelFolder(const std::string& folder) {
                      std::to_string(tokenizer->vocabSize()) + " pieces, config.json says " +
                      std::to_string(model->config().vocabSize)};
     }
-    return LoadedModel{folder, std::move(*model), std::move(*tokenizer)};
+    return LoadedModel{folder, std::make_shared<Transformer>(std::move(*model)), std::move(*tokenizer)};
 }
 
 Status saveModelFolder(const std::string& folder, const Transformer& model,

@@ -56,11 +56,13 @@ double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& he
     return sum;
 }
 
-// (H, R) sums of each row's ceil(1 % of n_i) largest visible entries, n_i = r0 + i + 1.
-torch::Tensor largestSums(const torch::Tensor& w, int64_t r0) {
+// (H, R) sums of each row's ceil(1 % of n_i) largest visible entries, n_i = r0 + i + 1 (at
+// most `window` when one is set; the entries before the window are 0 and rank last).
+torch::Tensor largestSums(const torch::Tensor& w, int64_t r0, int64_t window) {
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
-    auto kOf = [r0](int64_t i) {
-        return std::max<int64_t>(1, int64_t(std::ceil(double(r0 + i + 1) * 0.01)));
+    auto kOf = [r0, window](int64_t i) {
+        const int64_t n = window > 0 ? std::min(r0 + i + 1, window) : r0 + i + 1;
+        return std::max<int64_t>(1, int64_t(std::ceil(double(n) * 0.01)));
     };
     if (w.is_cpu()) {
         auto out = torch::empty({H, R}, torch::kFloat32);
@@ -88,8 +90,9 @@ torch::Tensor largestSums(const torch::Tensor& w, int64_t r0) {
 
 AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens,
                                                                  const SparsityRule& rule,
-                                                                 const torch::Device& device)
-    : heads_(heads), tokens_(tokens), rule_(rule) {
+                                                                 const torch::Device& device,
+                                                                 int64_t window)
+    : heads_(heads), tokens_(tokens), window_(window), rule_(rule) {
     auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
     sparseCount_ = torch::zeros({heads, tokens}, options);
     mass_ = torch::zeros({heads, tokens}, options);
@@ -102,7 +105,7 @@ AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, 
 void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_t r0) {
     const auto w = weightsIn.to(torch::kFloat32).contiguous();  // (H, R, K)
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
-    const auto n = visibleCounts(R, r0, w.device()).squeeze(1);  // (R) n_i = r0 + i + 1
+    const auto n = visibleCounts(R, r0, w.device(), window_).squeeze(1);  // (R) n_i
     // Entries a row cannot see are exactly zero, so they never count as non-zero, and under a
     // threshold rule they all count as below it (τ > 0): K - n_i of them per row.
     // (Counting through bytes is several times faster than summing the boolean tensor.)
@@ -127,7 +130,7 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
          (positive * positive.clamp_min(1e-30f).log()).sum(-1)) / safeMass,
         torch::zeros_like(mass));
     const auto top1 = w.amax(-1) / safeMass;
-    const auto topPct = largestSums(w, r0) / safeMass;
+    const auto topPct = largestSums(w, r0, window_) / safeMass;
 
     // Distance profile: pad each row on the left with R zeros; reading the padded block with a
     // row stride one longer than its width lines up query-key distance d = r0 + R - t in
@@ -149,7 +152,7 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
 AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor& headOutputs) const {
     const int64_t H = heads_, L = tokens_;
     const auto device = mass_.device();
-    const auto n = visibleCounts(L, 0, device).squeeze(1);  // (L)
+    const auto n = visibleCounts(L, 0, device, window_).squeeze(1);  // (L)
     AttentionDiagnostics out;
     out.rowSparsity = sparseCount_ / n.unsqueeze(0);
     out.rowMass = mass_;
@@ -220,6 +223,25 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
         auto m = ffnActivation(pre.narrow(-1, 0, n), kind);
         double variance = ffnOutput(m, sub, kind).var(false).item<double>();
         out.outputVarianceBySlots.push_back({1, n, variance});
+        if (n == N) break;
+    }
+    return out;
+}
+
+FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const GatedFfnWeights& w,
+                                   FfnKind kind, double tauScale) {
+    FfnDiagnostics out;
+    const int64_t N = slots.size(-1);
+    out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
+    const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
+    out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
+    out.sparsity = sparse.to(torch::kFloat32).mean().item<double>();
+    out.outputVariance = gatedFfnOutput(slots, w).var(/*unbiased=*/false).item<double>();
+    // The coefficients are elementwise, so the memory restricted to its first N' slots is the
+    // first N' coefficients against the first N' columns of down (its bias left out).
+    for (int64_t n = std::min<int64_t>(N, 16);; n = std::min(N, n * 2)) {
+        const auto part = torch::linear(slots.narrow(-1, 0, n), w.down.narrow(1, 0, n));
+        out.outputVarianceBySlots.push_back({1, n, part.var(false).item<double>()});
         if (n == N) break;
     }
     return out;

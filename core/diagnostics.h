@@ -53,16 +53,17 @@ SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale);
 // Builds AttentionDiagnostics from blocks of query rows, so that no (H, L, L) map has to exist
 // at once. Every block holds rows rowOffset..rowOffset+R-1 against keys 0..K-1 (K at least
 // rowOffset + R); entries a row cannot see must be exactly zero, as attentionWeights makes them.
+// window > 0: rows see only their last `window` keys (n_i = min(i + 1, window)).
 class AttentionDiagnosticsAccumulator {
 public:
     AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens, const SparsityRule& rule,
-                                    const torch::Device& device);
+                                    const torch::Device& device, int64_t window = 0);
     void add(const torch::Tensor& weights, int64_t rowOffset);  // (H, R, K)
     // headOutputs: (H, L, d_head) or undefined. Every row must have been added.
     AttentionDiagnostics finish(const torch::Tensor& headOutputs) const;
 
 private:
-    int64_t heads_, tokens_;
+    int64_t heads_, tokens_, window_;
     SparsityRule rule_;
     torch::Tensor sparseCount_, mass_, entropy_, top1_, topPct_;  // (H, L)
     torch::Tensor distanceSums_;                                  // (H, L)
@@ -76,5 +77,10 @@ AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,
 // ffnInput: (L, d) layer-normed input; slots: (L, d_ff) activations.
 FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor& slots,
                               const FfnWeights& weights, FfnKind kind, double tauScale);
+
+// The same for a gated memory: slots (L, d_ff) are act(gate·x) ⊙ up·x; kind is the gate's
+// activation (exact zeros for relu, below tauScale / d_ff otherwise).
+FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const GatedFfnWeights& weights,
+                                   FfnKind kind, double tauScale);
 
 }  // namespace relulens::core

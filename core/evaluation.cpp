@@ -6,7 +6,7 @@
 
 namespace relulens::core {
 
-Result<std::vector<ContextLoss>> evaluateContexts(const Transformer& model,
+Result<std::vector<ContextLoss>> evaluateContexts(const LanguageModel& model,
                                                   const std::vector<int64_t>& tokens,
                                                   const std::vector<int64_t>& contexts,
                                                   const RunSpec& run, int64_t maxTokens,

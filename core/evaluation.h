@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/transformer.h"
+#include "core/language_model.h"
 
 namespace relulens::core {
 
@@ -18,7 +18,7 @@ struct ContextLoss {
 
 // Splits `tokens` into non-overlapping windows of context + 1 ids, at most maxTokens
 // predictions per context length.
-Result<std::vector<ContextLoss>> evaluateContexts(const Transformer& model,
+Result<std::vector<ContextLoss>> evaluateContexts(const LanguageModel& model,
                                                   const std::vector<int64_t>& tokens,
                                                   const std::vector<int64_t>& contexts,
                                                   const RunSpec& run, int64_t maxTokens,

@@ -11,6 +11,8 @@ torch::Tensor ffnActivation(const torch::Tensor& pre, FfnKind kind) {
     switch (kind) {
         case FfnKind::Relu: return torch::relu(pre);
         case FfnKind::Gelu: return torch::gelu(pre);
+        case FfnKind::Silu: return torch::silu(pre);
+        case FfnKind::GeluTanh: return torch::gelu(pre, "tanh");
         case FfnKind::Softmax:
         case FfnKind::SoftmaxLn: return torch::softmax(pre, -1);
     }
@@ -24,13 +26,23 @@ torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, Ff
 torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind kind) {
     switch (kind) {
         case FfnKind::Relu:
-        case FfnKind::Gelu: return torch::linear(slots, w.w2, w.b2);
+        case FfnKind::Gelu:
+        case FfnKind::Silu:
+        case FfnKind::GeluTanh: return torch::linear(slots, w.w2, w.b2);
         case FfnKind::Softmax: return torch::linear(slots, w.w2);
         case FfnKind::SoftmaxLn:
             return torch::layer_norm(torch::linear(slots, w.w2), {w.w2.size(0)}, w.lnW, w.lnB,
                                      w.eps);
     }
     return slots;
+}
+
+torch::Tensor gatedSlotActivations(const torch::Tensor& x, const GatedFfnWeights& w, FfnKind kind) {
+    return ffnActivation(torch::linear(x, w.gate, w.gateBias), kind) * torch::linear(x, w.up, w.upBias);
+}
+
+torch::Tensor gatedFfnOutput(const torch::Tensor& slots, const GatedFfnWeights& w) {
+    return torch::linear(slots, w.down, w.downBias);
 }
 
 }  // namespace relulens::core

@@ -15,6 +15,22 @@ struct FfnWeights {
     double eps = 1e-5;
 };
 
+// A gated FFN (Hugging Face decoders): down(act(gate·x) ⊙ up·x). Memory slot i is column i of
+// down; its coefficient for token t is m_ti = act(gate_i·x_t) · (up_i·x_t).
+struct GatedFfnWeights {
+    torch::Tensor gate;      // (d_ff, d)
+    torch::Tensor up;        // (d_ff, d)
+    torch::Tensor down;      // (d, d_ff)
+    torch::Tensor gateBias;  // (d_ff) or undefined
+    torch::Tensor upBias;    // (d_ff) or undefined
+    torch::Tensor downBias;  // (d) or undefined
+};
+
+// x: (..., d) -> (..., d_ff). kind is the gate's activation (silu, gelu, gelu_tanh, relu).
+torch::Tensor gatedSlotActivations(const torch::Tensor& x, const GatedFfnWeights& w, FfnKind kind);
+// m: (..., d_ff) -> (..., d)
+torch::Tensor gatedFfnOutput(const torch::Tensor& slots, const GatedFfnWeights& w);
+
 // Memory-slot activations m = φ(x·W1ᵀ + b1) (softmax variants: softmax over slots of x·W1ᵀ).
 // x: (..., d) -> (..., d_ff)
 torch::Tensor ffnSlotActivations(const torch::Tensor& x, const FfnWeights& w, FfnKind kind);

@@ -86,6 +86,31 @@ Status validateConfig(const ModelConfig& c) {
     return {};
 }
 
+Result<AttentionSpec> attentionSpecFromJson(const json& attention) {
+    AttentionSpec spec;
+    try {
+        if (attention.is_string()) {
+            auto kind = parseAttentionKind(attention.get<std::string>());
+            if (!kind) return Error{kind.error()};
+            spec.kind = *kind;
+        } else if (attention.is_object()) {
+            auto kind = parseAttentionKind(attention.value("variant", std::string()));
+            if (!kind) return Error{kind.error()};
+            spec.kind = *kind;
+            auto h = parseFamilyFunction(attention.value("h", std::string("relu")));
+            if (!h) return Error{h.error()};
+            spec.h = *h;
+            spec.a = attention.value("a", 1.0);
+        } else {
+            return Error{"'attention' must be a variant name or an object"};
+        }
+    } catch (const json::exception& e) {
+        return Error{e.what()};
+    }
+    if (auto s = validateAttentionSpec(spec); !s) return Error{s.error()};
+    return spec;
+}
+
 Result<ModelConfig> configFromJson(const json& j) {
     if (!j.is_object()) return Error{"config: expected a JSON object"};
     ModelConfig c;
@@ -118,22 +143,9 @@ Result<ModelConfig> configFromJson(const json& j) {
         c.ropeBase = j.value("rope_base", 10000.0);
         c.normEps = j.value("norm_eps", 1e-5);
 
-        const auto& attention = j.at("attention");
-        if (attention.is_string()) {
-            auto kind = parseAttentionKind(attention.get<std::string>());
-            if (!kind) return Error{"config: " + kind.error()};
-            c.trained.attention.kind = *kind;
-        } else if (attention.is_object()) {
-            auto kind = parseAttentionKind(attention.value("variant", std::string()));
-            if (!kind) return Error{"config: " + kind.error()};
-            c.trained.attention.kind = *kind;
-            auto h = parseFamilyFunction(attention.value("h", std::string("relu")));
-            if (!h) return Error{"config: " + h.error()};
-            c.trained.attention.h = *h;
-            c.trained.attention.a = attention.value("a", 1.0);
-        } else {
-            return Error{"config: 'attention' must be a variant name or an object"};
-        }
+        auto attention = attentionSpecFromJson(j.at("attention"));
+        if (!attention) return Error{"config: " + attention.error()};
+        c.trained.attention = *attention;
         if (!j.at("ffn").is_string()) return Error{"config: 'ffn' must be a variant name"};
         auto ffn = parseFfnKind(j.at("ffn").get<std::string>());
         if (!ffn) return Error{"config: " + ffn.error()};

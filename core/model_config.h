@@ -40,6 +40,8 @@ struct ModelConfig {
 constexpr int64_t kMaxParameters = 2'000'000'000;
 
 Result<ModelConfig> configFromJson(const nlohmann::json& json);
+// "softmax", or {"variant": "family", "h": "relu2", "a": 0.5}: the form config files use.
+Result<AttentionSpec> attentionSpecFromJson(const nlohmann::json& json);
 Result<ModelConfig> loadConfigFile(const std::string& path);
 nlohmann::json configToJson(const ModelConfig& config);
 Status validateConfig(const ModelConfig& config);

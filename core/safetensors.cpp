@@ -1,5 +1,10 @@
 #include "core/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -111,17 +116,32 @@ Result<StorageType> parseStorageType(const std::string& name) {
     return Error{"unknown storage type '" + name + "' (expected f32, f16 or bf16)"};
 }
 
-Result<SafetensorsFile> readSafetensors(const std::string& path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) return Error{path + ": cannot open the file"};
-    const uint64_t fileSize = static_cast<uint64_t>(in.tellg());
+int64_t SafetensorsEntry::elements() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
+SafetensorsMapping::~SafetensorsMapping() {
+    if (map_) munmap(map_, mapBytes_);
+}
+
+Result<std::shared_ptr<SafetensorsMapping>> SafetensorsMapping::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Error{path + ": cannot open the file"};
+    struct FdCloser {
+        int fd;
+        ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
+    const uint64_t fileSize = uint64_t(st.st_size);
     if (fileSize < 8) {
         return Error{path + ": file is " + std::to_string(fileSize) +
                      " bytes, too short for a safetensors header"};
     }
-    in.seekg(0);
     unsigned char lengthBytes[8];
-    in.read(reinterpret_cast<char*>(lengthBytes), 8);
+    if (pread(fd, lengthBytes, 8, 0) != 8) return Error{path + ": cannot read the header"};
     uint64_t headerLength = 0;
     for (int i = 7; i >= 0; --i) headerLength = (headerLength << 8) | lengthBytes[i];
     if (headerLength > fileSize - 8) {
@@ -133,7 +153,9 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
                      " exceeds the 100 MB limit"};
     }
     std::string headerText(headerLength, '\0');
-    in.read(headerText.data(), static_cast<std::streamsize>(headerLength));
+    if (pread(fd, headerText.data(), headerLength, 8) != ssize_t(headerLength)) {
+        return Error{path + ": cannot read the header"};
+    }
     json header;
     try {
         header = json::parse(headerText);
@@ -142,15 +164,16 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
     }
     if (!header.is_object()) return Error{path + ": the header is not a JSON object"};
 
-    const uint64_t dataStart = 8 + headerLength;
-    const uint64_t dataBytes = fileSize - dataStart;
-    SafetensorsFile file;
+    std::shared_ptr<SafetensorsMapping> file(new SafetensorsMapping);
+    file->path_ = path;
+    file->dataStart_ = 8 + headerLength;
+    const uint64_t dataBytes = fileSize - file->dataStart_;
     std::vector<Entry> entries;
     for (auto it = header.begin(); it != header.end(); ++it) {
         if (it.key() == "__metadata__") {
             if (!it.value().is_object()) return Error{path + ": __metadata__ is not an object"};
             for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-                if (m.value().is_string()) file.metadata[m.key()] = m.value().get<std::string>();
+                if (m.value().is_string()) file->metadata_[m.key()] = m.value().get<std::string>();
             }
             continue;
         }
@@ -167,16 +190,45 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
                          "' overlap"};
         }
     }
-    std::vector<char> buffer;
     for (const auto& e : entries) {
-        buffer.resize(e.end - e.begin);
-        in.seekg(static_cast<std::streamoff>(dataStart + e.begin));
-        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-        if (!in) return Error{path + ": could not read tensor '" + e.name + "'"};
-        auto raw = torch::from_blob(buffer.data(), e.shape,
-                                    torch::TensorOptions().dtype(e.dtype->scalar));
-        file.tensors[e.name] = raw.to(torch::kFloat32).clone();
+        file->entries_.push_back({e.name, e.dtype->name, e.shape, e.begin, e.end});
     }
+    file->mapBytes_ = size_t(fileSize);
+    void* map = mmap(nullptr, file->mapBytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) return Error{path + ": cannot map the file into memory"};
+    file->map_ = map;
+    file->data_ = static_cast<const unsigned char*>(map) + file->dataStart_;
+    return file;
+}
+
+const SafetensorsEntry* SafetensorsMapping::find(const std::string& name) const {
+    for (const auto& e : entries_) {
+        if (e.name == name) return &e;
+    }
+    return nullptr;
+}
+
+torch::Tensor SafetensorsMapping::toFloat32(const SafetensorsEntry& e) const {
+    const DtypeInfo* dtype = dtypeByName(e.dtype);
+    const void* bytes = data_ + e.begin;
+    auto raw = torch::from_blob(const_cast<void*>(bytes), e.shape,
+                                torch::TensorOptions().dtype(dtype->scalar));
+    auto out = dtype->scalar == torch::kFloat32 ? raw.clone() : raw.to(torch::kFloat32);
+    // The pages this tensor occupied are no longer needed: give them back, so that resident
+    // memory holds each weight once (as float32), not also its bytes on disk.
+    const long page = sysconf(_SC_PAGESIZE);
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(bytes) + page - 1) / page * page;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + (e.end - e.begin)) / page * page;
+    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    return out;
+}
+
+Result<SafetensorsFile> readSafetensors(const std::string& path) {
+    auto mapping = SafetensorsMapping::open(path);
+    if (!mapping) return Error{mapping.error()};
+    SafetensorsFile file;
+    file.metadata = (*mapping)->metadata();
+    for (const auto& e : (*mapping)->entries()) file.tensors[e.name] = (*mapping)->toFloat32(e);
     return file;
 }
 

@@ -234,7 +234,9 @@ std::vector<Token> Tokenizer::encode(const std::string& text) const {
     if (a.encode(handle_->model, text.data(), text.size(), &raw, &count, err, sizeof err) != 0) {
         return tokens;
     }
-    tokens.reserve(count);
+    tokens.reserve(count + 1);
+    if (bos_ >= 0) tokens.push_back({bos_, piece(bos_), 0, 0});
+    const size_t first = tokens.size();
     for (size_t i = 0; i < count; ++i) {
         tokens.push_back({raw[i].id, piece(raw[i].id), raw[i].begin, raw[i].end});
     }
@@ -256,8 +258,8 @@ std::vector<Token> Tokenizer::encode(const std::string& text) const {
             ++next;
         }
         for (size_t k = i; k < next; ++k) {
-            tokens[k].start = std::min(begin + (k - i), characterEnd);
-            tokens[k].end = std::min(begin + (k - i) + 1, characterEnd);
+            tokens[first + k].start = std::min(begin + (k - i), characterEnd);
+            tokens[first + k].end = std::min(begin + (k - i) + 1, characterEnd);
         }
         i = next;
     }
@@ -290,5 +292,12 @@ bool Tokenizer::isSpecial(int64_t id) const {
 }
 
 int64_t Tokenizer::vocabSize() const { return api().vocabSize(handle_->model); }
+
+int64_t Tokenizer::pieceId(const std::string& wanted) const {
+    for (int64_t id = 0; id < vocabSize(); ++id) {
+        if (piece(id) == wanted) return id;
+    }
+    return -1;
+}
 
 }  // namespace relulens::core

@@ -34,6 +34,7 @@ public:
     static Result<Tokenizer> load(const std::string& modelPath);
     static Status train(const TokenizerTrainOptions& options);
 
+    // Tokens of `text`, after the BOS token when one is set (an empty span at 0).
     std::vector<Token> encode(const std::string& text) const;
     std::string decode(const std::vector<int64_t>& ids) const;
     std::string piece(int64_t id) const;
@@ -41,6 +42,11 @@ public:
     bool isSpecial(int64_t id) const;
     int64_t vocabSize() const;
     const std::string& path() const { return path_; }
+    // The id of a piece, or -1.
+    int64_t pieceId(const std::string& piece) const;
+    // A token id put before every encoding (-1: none), as a model's tokenizer config asks.
+    void setBos(int64_t id) { bos_ = id; }
+    int64_t bos() const { return bos_; }
 
     // Where the module was found (or why not); for --version and error messages.
     static Result<std::string> modulePath();
@@ -49,6 +55,7 @@ private:
     struct Handle;
     std::shared_ptr<Handle> handle_;
     std::string path_;
+    int64_t bos_ = -1;
 };
 
 }  // namespace relulens::core

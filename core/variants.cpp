@@ -33,6 +33,8 @@ std::string ffnKindName(FfnKind kind) {
         case FfnKind::Gelu: return "gelu";
         case FfnKind::Softmax: return "softmax";
         case FfnKind::SoftmaxLn: return "softmax_ln";
+        case FfnKind::Silu: return "silu";
+        case FfnKind::GeluTanh: return "gelu_tanh";
     }
     return "?";
 }
@@ -56,11 +58,13 @@ Result<FamilyFunction> parseFamilyFunction(const std::string& name) {
 }
 
 Result<FfnKind> parseFfnKind(const std::string& name) {
-    for (auto kind : {FfnKind::Relu, FfnKind::Gelu, FfnKind::Softmax, FfnKind::SoftmaxLn}) {
+    for (auto kind : {FfnKind::Relu, FfnKind::Gelu, FfnKind::Softmax, FfnKind::SoftmaxLn,
+                      FfnKind::Silu, FfnKind::GeluTanh}) {
         if (ffnKindName(kind) == name) return kind;
     }
     return Error{"unknown FFN variant '" + name +
-                 "' (expected relu, gelu, softmax or softmax_ln)"};
+                 "' (expected relu, gelu, softmax, softmax_ln, or for gated FFNs silu, gelu, "
+                 "gelu_tanh, relu)"};
 }
 
 Status validateAttentionSpec(const AttentionSpec& spec) {

@@ -10,7 +10,8 @@ namespace relulens::core {
 
 enum class AttentionKind { Softmax, Relu, ReluLen, ReluFormer, Family };
 enum class FamilyFunction { Relu, Relu2, Gelu, Softplus, Sigmoid };
-enum class FfnKind { Relu, Gelu, Softmax, SoftmaxLn };
+// Silu and GeluTanh are the gate activations of gated (Hugging Face) FFNs.
+enum class FfnKind { Relu, Gelu, Softmax, SoftmaxLn, Silu, GeluTanh };
 
 struct AttentionSpec {
     AttentionKind kind = AttentionKind::Softmax;

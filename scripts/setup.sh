@@ -8,7 +8,7 @@ RELULENS_BUILD="${RELULENS_BUILD:-$RELULENS_ROOT/build}"
 RELULENS_PACKAGES=(cmake g++ make pkg-config
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libtorch-dev libsentencepiece-dev sentencepiece libopenblas0 nlohmann-json3-dev
-  xvfb xauth
+  xvfb xauth python3-numpy
   dpkg-dev file desktop-file-utils appstream)
 
 relulens_install_packages() {

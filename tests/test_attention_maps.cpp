@@ -132,15 +132,15 @@ private Q_SLOTS:
 
     void blockedForwardEqualsOneBlock() {
         torch::NoGradGuard noGrad;
-        auto ids = torch::randint(0, tiny_->model.config().vocabSize, {2, 50}, torch::kLong);
+        auto ids = torch::randint(0, tiny_->model->info().vocabSize, {2, 50}, torch::kLong);
         for (const auto& run : everyVariant()) {
-            auto whole = tiny_->model.forward(ids, run);
+            auto whole = tiny_->model->forward(ids, run);
             ForwardTrace blocked;
             blocked.blockRows = 7;  // 50 rows: 7 blocks of 7 and one of 1
             int blocks = 0;
             blocked.onAttentionBlock = [&](int64_t, int64_t, const torch::Tensor&) { ++blocks; };
-            auto pieces = tiny_->model.forward(ids, run, &blocked);
-            QCOMPARE(blocks, 8 * int(tiny_->model.config().nLayers));
+            auto pieces = tiny_->model->forward(ids, run, &blocked);
+            QCOMPARE(blocks, 8 * int(tiny_->model->info().nLayers));
             QVERIFY2(maxDifference(whole, pieces) < 1e-4, run.attention.label().c_str());
         }
     }
@@ -151,13 +151,13 @@ private Q_SLOTS:
             CaptureRequest full;
             full.run = run;
             full.allMaps = true;
-            auto a = capture(tiny_->model, tiny_->tokenizer, text_, full);
+            auto a = capture(*tiny_->model, tiny_->tokenizer, text_, full);
             QVERIFY2(a.ok(), a ? "" : a.error().c_str());
             CaptureRequest lazy;
             lazy.run = run;
             lazy.lazyMaps = true;
             lazy.blockRows = 13;  // diagnostics accumulated over many blocks of rows
-            auto b = capture(tiny_->model, tiny_->tokenizer, text_, lazy);
+            auto b = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
             QVERIFY2(b.ok(), b ? "" : b.error().c_str());
             QVERIFY(b->maps.empty());
             QVERIFY(b->attentionMaps);
@@ -217,7 +217,7 @@ private Q_SLOTS:
         CaptureRequest lazy;
         lazy.run.attention.kind = AttentionKind::Softmax;
         lazy.lazyMaps = true;
-        auto r = capture(tiny_->model, tiny_->tokenizer, text_, lazy);
+        auto r = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
         QVERIFY(r.ok());
         const auto& maps = *r->attentionMaps;
         const int64_t L = maps.tokens();
@@ -256,7 +256,7 @@ private Q_SLOTS:
         request.overviewCells = 64;
         request.overviewFromTokens = 0;
         request.blockRows = 17;
-        auto r = capture(tiny_->model, tiny_->tokenizer, text_, request);
+        auto r = capture(*tiny_->model, tiny_->tokenizer, text_, request);
         QVERIFY(r.ok());
         const auto& maps = *r->attentionMaps;
         const int64_t L = maps.tokens();
@@ -299,7 +299,7 @@ private Q_SLOTS:
     void badRegionsAreRefused() {
         CaptureRequest lazy;
         lazy.lazyMaps = true;
-        auto r = capture(tiny_->model, tiny_->tokenizer, "a short text", lazy);
+        auto r = capture(*tiny_->model, tiny_->tokenizer, "a short text", lazy);
         QVERIFY(r.ok());
         const auto& maps = *r->attentionMaps;
         QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(5, 0));
@@ -313,14 +313,14 @@ private Q_SLOTS:
         CaptureRequest full;
         full.allMaps = true;
         full.maxAllMapsTokens = 200;
-        auto refused = capture(tiny_->model, tiny_->tokenizer, text, full);
+        auto refused = capture(*tiny_->model, tiny_->tokenizer, text, full);
         QVERIFY(!refused.ok());
         QVERIFY2(QString::fromStdString(refused.error()).contains("every map at once is kept for at most 200"),
                  refused.error().c_str());
         CaptureRequest lazy;
         lazy.lazyMaps = true;
         lazy.maxAllMapsTokens = 200;
-        auto fine = capture(tiny_->model, tiny_->tokenizer, text, lazy);
+        auto fine = capture(*tiny_->model, tiny_->tokenizer, text, lazy);
         QVERIFY2(fine.ok(), fine ? "" : fine.error().c_str());
         QVERIFY(fine->attentionMaps->tokens() > 200);
     }

@@ -179,7 +179,7 @@ private Q_SLOTS:
         // and the engine refuses it the same way (the command line reads files as bytes)
         auto model = core::loadModelFolder(tinyFolder().toStdString());
         QVERIFY(model.ok());
-        auto r = core::capture(model->model, model->tokenizer, "caf\xe9", core::CaptureRequest{});
+        auto r = core::capture(*model->model, model->tokenizer, "caf\xe9", core::CaptureRequest{});
         QVERIFY(!r.ok());
         QCOMPARE(QString::fromStdString(r.error()),
                  QString("the text is not valid UTF-8 (byte 3): convert it to UTF-8 first"));

@@ -69,13 +69,13 @@ private Q_SLOTS:
     }
 
     void roundTripF32() {
-        auto loaded = loadModelFolder(folder_);
+        auto loaded = loadWeights(folder_);
         QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().c_str());
-        QCOMPARE(loaded->model.tensors().size(), model_.tensors().size());
+        QCOMPARE(loaded->tensors().size(), model_.tensors().size());
         for (const auto& [name, t] : model_.tensors()) {
-            QVERIFY2(torch::equal(loaded->model.tensor(name), t), name.c_str());
+            QVERIFY2(torch::equal(loaded->tensors().at(name), t), name.c_str());
         }
-        QCOMPARE(loaded->model.config().dFf, int64_t(24));
+        QCOMPARE(loaded->info().dFf, int64_t(24));
     }
 
     void roundTripHalfTypes() {

@@ -39,7 +39,7 @@ private Q_SLOTS:
             const std::string name = m["name"];
             auto loaded = loadModelFolder(models_ + "/" + name);
             QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().c_str());
-            const auto& config = loaded->model.config();
+            const auto& config = loaded->model->info();
             QCOMPARE(QString::fromStdString(config.trained.attention.name()),
                      QString::fromStdString(m["attention"]));
             QCOMPARE(QString::fromStdString(ffnKindName(config.trained.ffn)),
@@ -50,7 +50,7 @@ private Q_SLOTS:
             QVERIFY(corpus.ok());
             std::vector<int64_t> tokens = corpus->train;
             tokens.insert(tokens.end(), corpus->validation.begin(), corpus->validation.end());
-            auto result = evaluateContexts(loaded->model, tokens, {256}, config.trained, 65536);
+            auto result = evaluateContexts(*loaded->model, tokens, {256}, config.trained, 65536);
             QVERIFY(result.ok());
             const double expected = m["heldout_loss_256"];
             const double actual = (*result)[0].loss;

@@ -58,7 +58,7 @@ private Q_SLOTS:
             ForwardTrace trace;
             trace.options.weights = true;
             trace.options.ffn = true;
-            auto logits = loaded->model.forward(torch::tensor(ids).view({1, L}), spec, &trace)[0];
+            auto logits = loaded->model->forward(torch::tensor(ids).view({1, L}), spec, &trace)[0];
             const auto lastError = maxDifference(logits[L - 1], run["last_logits"]);
             const auto firstError = maxDifference(logits[0], run["first_logits"]);
             QVERIFY2(lastError < 2e-4, label + " last logits differ by " + QByteArray::number(lastError));
@@ -85,7 +85,7 @@ private Q_SLOTS:
         CaptureRequest request;
         request.run.attention.kind = AttentionKind::ReluLen;
         request.maps = {{1, 0}};
-        auto result = capture(loaded->model, loaded->tokenizer, reference_["text"], request);
+        auto result = capture(*loaded->model, loaded->tokenizer, reference_["text"], request);
         QVERIFY(result.ok());
         QVERIFY(!result->trainedWithRun);  // the tiny model says it was trained with softmax
         QCOMPARE(result->maps.size(), size_t(1));
@@ -99,8 +99,8 @@ private Q_SLOTS:
         auto negative = (map.scores <= 0).logical_and(visible);
         QVERIFY(torch::equal(zeros, negative));
 
-        request.run = loaded->model.config().trained;
-        auto trained = capture(loaded->model, loaded->tokenizer, "Mr. Darcy", request);
+        request.run = loaded->model->info().trained;
+        auto trained = capture(*loaded->model, loaded->tokenizer, "Mr. Darcy", request);
         QVERIFY(trained.ok());
         QVERIFY(trained->trainedWithRun);
         QCOMPARE(int(trained->predictions.size()), int(trained->tokens.size()));
@@ -108,11 +108,11 @@ private Q_SLOTS:
         for (const auto& p : trained->predictions[0]) total += p.probability;
         QVERIFY(total > 0 && total <= 1.0 + 1e-6);
 
-        auto empty = capture(loaded->model, loaded->tokenizer, "", request);
+        auto empty = capture(*loaded->model, loaded->tokenizer, "", request);
         QVERIFY(!empty.ok());
         QVERIFY(QString::fromStdString(empty.error()).contains("empty"));
         request.maps = {{2, 0}};
-        auto badHead = capture(loaded->model, loaded->tokenizer, "text", request);
+        auto badHead = capture(*loaded->model, loaded->tokenizer, "text", request);
         QVERIFY(!badHead.ok());
         QVERIFY(QString::fromStdString(badHead.error()).contains("no head 2:0"));
     }

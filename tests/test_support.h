@@ -3,6 +3,7 @@
 #include <QString>
 #include <QtTest>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,16 @@ inline std::string dataPath(const std::string& name) {
 
 inline std::string binPath(const std::string& name) {
     return std::string(RELULENS_BIN_DIR) + "/" + name;
+}
+
+// The process's resident memory now (VmRSS), in MB.
+inline double residentMb() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    }
+    return 0;
 }
 
 // Compares a (rows, cols) tensor with expected values written out row by row.

@@ -91,8 +91,8 @@ private Q_SLOTS:
         // The folder is a loadable model that says how it was trained.
         auto loaded = loadModelFolder(path("a"));
         QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().c_str());
-        QCOMPARE(loaded->model.config().trained.attention.kind, AttentionKind::Softmax);
-        QVERIFY(QString::fromStdString(loaded->model.config().description).contains("40 steps"));
+        QCOMPARE(loaded->model->info().trained.attention.kind, AttentionKind::Softmax);
+        QVERIFY(QString::fromStdString(loaded->model->info().description).contains("40 steps"));
     }
 
     void refusesToOverwrite() {
@@ -139,7 +139,7 @@ private Q_SLOTS:
         QVERIFY(loaded.ok());
         std::vector<int64_t> tokens;
         for (int i = 0; i < 41; ++i) tokens.push_back((i * 37) % 512);
-        auto result = evaluateContexts(loaded->model, tokens, {20, 40}, loaded->model.config().trained, 1000);
+        auto result = evaluateContexts(*loaded->model, tokens, {20, 40}, loaded->model->info().trained, 1000);
         QVERIFY(result.ok());
         QCOMPARE(result->size(), size_t(2));
         QCOMPARE((*result)[0].windows, int64_t(2));
@@ -147,8 +147,8 @@ private Q_SLOTS:
         // Context 40: one window; recompute its mean negative log-likelihood directly.
         torch::NoGradGuard noGrad;
         auto ids = torch::tensor(tokens, torch::kLong);
-        auto logits = loaded->model.forward(ids.narrow(0, 0, 40).view({1, 40}),
-                                            loaded->model.config().trained)[0];
+        auto logits = loaded->model->forward(ids.narrow(0, 0, 40).view({1, 40}),
+                                            loaded->model->info().trained)[0];
         double nll = 0;
         auto logp = torch::log_softmax(logits, -1);
         for (int i = 0; i < 40; ++i) nll -= logp[i][tokens[size_t(i + 1)]].item<double>();

@@ -18,8 +18,13 @@ const core::AttentionKind kKinds[] = {core::AttentionKind::Softmax, core::Attent
 const core::FamilyFunction kFamily[] = {core::FamilyFunction::Relu, core::FamilyFunction::Relu2,
                                         core::FamilyFunction::Gelu, core::FamilyFunction::Softplus,
                                         core::FamilyFunction::Sigmoid};
-const core::FfnKind kFfn[] = {core::FfnKind::Relu, core::FfnKind::Gelu, core::FfnKind::Softmax,
-                              core::FfnKind::SoftmaxLn};
+QString ffnLabel(core::FfnKind kind) {
+    switch (kind) {
+        case core::FfnKind::SoftmaxLn: return "softmax + LN";
+        case core::FfnKind::GeluTanh: return "gelu (tanh)";
+        default: return QString::fromStdString(core::ffnKindName(kind));
+    }
+}
 
 QLabel* caption(const QString& text, QWidget* parent) {
     auto* label = new QLabel(text, parent);
@@ -46,13 +51,15 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     exponent_->setFixedWidth(110);
     exponentLabel_ = new QLabel("a = 1.00", this);
     ffn_ = new QComboBox(this);
-    ffn_->addItems({"relu", "gelu", "softmax", "softmax + LN"});
+    ffn_->setObjectName("ffnBox");
+    ffn_->setToolTip("FFN memory activation (a gated FFN swaps its gate's activation)");
     mode_ = new QComboBox(this);
     mode_->addItems({"same weights", "trained variant"});
     mode_->setToolTip("Same weights: swap the activation on the loaded model.\n"
                       "Trained variant: switch to the bundled model trained with it.");
     layer_ = new QSpinBox(this);
     head_ = new QComboBox(this);
+    head_->setObjectName("headBox");
     layout->addWidget(caption("Model", this));
     layout->addWidget(model_);
     layout->addWidget(caption("Attention", this));
@@ -112,7 +119,7 @@ void ActivationControls::pushRun() {
     run.attention.kind = kKinds[std::max(0, attention_->currentIndex())];
     run.attention.h = kFamily[std::max(0, family_->currentIndex())];
     run.attention.a = exponent_->value() / 100.0;
-    run.ffn = kFfn[std::max(0, ffn_->currentIndex())];
+    if (ffn_->currentIndex() >= 0) run.ffn = core::FfnKind(ffn_->currentData().toInt());
     exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
     state_->setRun(run);
 }
@@ -122,7 +129,12 @@ void ActivationControls::syncFromState() {
     const auto& run = state_->run();
     for (int i = 0; i < 5; ++i) if (kKinds[i] == run.attention.kind) attention_->setCurrentIndex(i);
     for (int i = 0; i < 5; ++i) if (kFamily[i] == run.attention.h) family_->setCurrentIndex(i);
-    for (int i = 0; i < 4; ++i) if (kFfn[i] == run.ffn) ffn_->setCurrentIndex(i);
+    const auto choices = state_->modelInfo().ffnChoices();
+    if (ffn_->count() != int(choices.size()) || ffn_->itemData(0).toInt() != int(choices.front())) {
+        ffn_->clear();
+        for (auto kind : choices) ffn_->addItem(ffnLabel(kind), int(kind));
+    }
+    ffn_->setCurrentIndex(ffn_->findData(int(run.ffn)));
     exponent_->setValue(int(std::lround(run.attention.a * 100)));
     exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
     const bool usesExponent = run.attention.kind == core::AttentionKind::Family ||

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/model_folder.h"
+
 namespace relulens::ui {
 
 AppState::AppState(QObject* parent) : QObject(parent) {}
@@ -15,10 +17,27 @@ void AppState::setText(const QString& text) {
 void AppState::setModelFolder(const QString& folder) {
     if (folder == modelFolder_) return;
     modelFolder_ = folder;
+    auto info = core::readModelConfig(folder.toStdString());
+    const bool wasGated = modelInfo_.gatedFfn;
+    modelInfo_ = info ? *info : core::ModelInfo{};
+    if (info) {
+        // A memory of another kind (gated or not) starts from the activation it was trained
+        // with; between models of one kind the chosen FFN variant stays.
+        const auto choices = modelInfo_.ffnChoices();
+        if (wasGated != modelInfo_.gatedFfn ||
+            std::find(choices.begin(), choices.end(), run_.ffn) == choices.end()) {
+            run_.ffn = modelInfo_.trained.ffn;
+        }
+    }
     Q_EMIT inputChanged();
 }
 
-void AppState::setRun(const core::RunSpec& run) {
+void AppState::setRun(const core::RunSpec& runIn) {
+    core::RunSpec run = runIn;
+    if (!modelFolder_.isEmpty() && modelInfo_.nLayers > 0) {
+        const auto choices = modelInfo_.ffnChoices();
+        if (std::find(choices.begin(), choices.end(), run.ffn) == choices.end()) run.ffn = run_.ffn;
+    }
     if (core::sameVariants(run, run_)) return;
     run_ = run;
     Q_EMIT inputChanged();

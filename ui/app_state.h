@@ -27,7 +27,12 @@ public:
     VariantMode mode() const { return mode_; }
     double tauScale() const { return tauScale_; }
     void setText(const QString& text);
+    // Switches model. When the new model's FFN cannot run the current FFN variant (a gated
+    // FFN has no softmax memory, an ungated one no silu gate), the run takes the variant the
+    // model was trained with.
     void setModelFolder(const QString& folder);
+    // What config.json says of the chosen model (read when the folder is set).
+    const core::ModelInfo& modelInfo() const { return modelInfo_; }
     void setRun(const core::RunSpec& run);
     void setMode(VariantMode mode);
     void setTauScale(double tau);
@@ -83,6 +88,7 @@ private:
 
     QString text_;
     QString modelFolder_;
+    core::ModelInfo modelInfo_;
     core::RunSpec run_;
     VariantMode mode_ = VariantMode::SameWeights;
     double tauScale_ = 0.1;

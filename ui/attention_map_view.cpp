@@ -106,11 +106,15 @@ QPoint AttentionMapView::cellAt(const QPoint& position) const {
 QString AttentionMapView::tooltipAt(int query, int key) const {
     auto result = state_->result();
     if (!result || query < 0 || key < 0 || query >= size_ || key >= size_) return QString();
-    QString text = QString("query %1 ‘%2’ → key %3 ‘%4’\n")
+    const int layer = state_->layer(), head = state_->head();
+    QString text = QString("layer %1 · %2\nquery %3 ‘%4’ → key %5 ‘%6’\n")
+                       .arg(layer).arg(headLabel(result->model, head))
                        .arg(query).arg(tokenLabel(*result, query)).arg(key)
                        .arg(tokenLabel(*result, key));
     if (key > query) return text + "masked: a query sees only keys at or before it";
-    const int layer = state_->layer(), head = state_->head();
+    if (const int64_t window = result->model.window(layer); window > 0 && key <= query - window) {
+        return text + QString("masked: outside this layer's sliding window of %1 keys").arg(window);
+    }
     text += QString("weight %1").arg(weightAt(*result, layer, head, query, key), 0, 'g', 6);
     const double score = scoreAt(*result, layer, head, query, key);
     if (!std::isnan(score)) text += QString("\nraw score %1").arg(score, 0, 'g', 6);
@@ -147,7 +151,7 @@ void AttentionMapView::refresh() {
     }
     tileResult_ = nullptr;  // a new result or selection: rebuild even an unchanged region
     heading_->setText(QString("Layer %1 · %2\n%3")
-                          .arg(state_->layer()).arg(headLabel(state_->head()))
+                          .arg(state_->layer()).arg(headLabel(result->model, state_->head()))
                           .arg(state_->provenance()));
     refreshTile();
 }

@@ -113,4 +113,9 @@ torch::Tensor rowEntropy(const core::CaptureResult& result, int layer, int head)
 
 QString headLabel(int head) { return head < 0 ? QStringLiteral("mean of heads") : QString("head %1").arg(head); }
 
+QString headLabel(const core::ModelInfo& model, int head) {
+    if (head < 0 || model.nKvHeads <= 0 || model.nKvHeads == model.nHeads) return headLabel(head);
+    return QString("query head %1 · kv head %2").arg(head).arg(model.kvHeadOf(head));
+}
+
 }  // namespace relulens::ui

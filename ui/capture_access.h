@@ -26,5 +26,7 @@ torch::Tensor rowSparsity(const core::CaptureResult& result, int layer, int head
 torch::Tensor rowEntropy(const core::CaptureResult& result, int layer, int head);
 
 QString headLabel(int head);
+// "query head 5 · kv head 1" under grouped-query attention, else "head 5" ("mean of heads").
+QString headLabel(const core::ModelInfo& model, int head);
 
 }  // namespace relulens::ui

@@ -2,6 +2,7 @@
 
 #include <QMouseEvent>
 #include <QPainter>
+#include <QToolTip>
 #include <cmath>
 
 #include "qcustomplot.h"
@@ -109,9 +110,15 @@ void HeadGridView::paintGrid(QPainter* painter, const QSize& size) {
             painter->setBrush(Qt::NoBrush);
             painter->drawRect(r);
             if (l == 0) {
-                painter->setPen(Qt::black);
-                painter->drawText(QRect(r.left(), r.top() - 16, r.width(), 14), Qt::AlignCenter,
-                                  QString("head %1").arg(h));
+                // many heads leave narrow cells: the number alone, and only every few heads
+                const bool wide = r.width() >= painter->fontMetrics().horizontalAdvance("head 00");
+                const int every = std::max(1, int(std::ceil(painter->fontMetrics().horizontalAdvance("00 ") /
+                                                            double(std::max(1, r.width())))));
+                if (h % every == 0) {
+                    painter->setPen(Qt::black);
+                    painter->drawText(QRect(r.left() - r.width(), r.top() - 16, 3 * r.width(), 14),
+                                      Qt::AlignCenter, wide ? QString("head %1").arg(h) : QString::number(h));
+                }
             }
         }
     }
@@ -126,6 +133,24 @@ void HeadGridView::paintEvent(QPaintEvent*) {
 void HeadGridView::renderFigure(QCPPainter* painter, const QSize& size) {
     buildThumbnails();
     paintGrid(painter, size);
+}
+
+QString HeadGridView::tooltipAt(const QPoint& position) const {
+    const QPoint cell = headAt(position);
+    auto result = state_->result();
+    if (cell.x() < 0 || !result) return QString();
+    return QString("layer %1 · %2").arg(cell.y()).arg(headLabel(result->model, cell.x()));
+}
+
+bool HeadGridView::event(QEvent* event) {
+    if (event->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(event);
+        const QString text = tooltipAt(help->pos());
+        if (text.isEmpty()) QToolTip::hideText();
+        else QToolTip::showText(help->globalPos(), text, this);
+        return true;
+    }
+    return ExportableView::event(event);
 }
 
 void HeadGridView::mousePressEvent(QMouseEvent* event) {

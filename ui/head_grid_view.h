@@ -19,11 +19,15 @@ public:
     void renderFigure(QCPPainter* painter, const QSize& size) override;
     // Layer and head of the thumbnail under a point of the widget, or (-1, -1).
     QPoint headAt(const QPoint& position) const;
+    // The tooltip at a point: the layer and head (with its kv head under grouped-query
+    // attention), or empty between thumbnails.
+    QString tooltipAt(const QPoint& position) const;
 
 public Q_SLOTS:
     void refresh() override;
 
 protected:
+    bool event(QEvent* event) override;  // tooltips: layer and head (with its kv head)
     void paintEvent(QPaintEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
 

@@ -2,44 +2,37 @@
 
 #include <QElapsedTimer>
 
-#include "core/checkpoint.h"
 #include "core/device.h"
+#include "core/model_folder.h"
 #include "ui/app_state.h"
 
 namespace relulens::ui {
 
 namespace {
 
-std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, QString* error) {
-    auto loaded = core::loadModelFolder(folder.toStdString());
+// Models cached on the worker together hold at most this many parameters (a gigabyte as
+// float32): switching among the bundled models is instant, and a large model is never kept
+// beside another.
+constexpr int64_t kCachedParameters = 256'000'000;
+
+std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, const core::LoadOptions& options,
+                                             QString* error) {
+    auto loaded = core::loadModelFolder(folder.toStdString(), options);
     if (!loaded) {
         *error = QString::fromStdString(loaded.error());
         return nullptr;
     }
-    auto device = core::selectDevice("auto");
-    if (device) loaded->model.to(*device);
     return std::make_shared<core::LoadedModel>(std::move(*loaded));
-}
-
-core::SlotVocabulary slotVocabularyOf(const core::LoadedModel& model) {
-    std::vector<std::string> pieces;
-    std::vector<int64_t> bytePieces;  // and control symbols: never listed as promoted
-    for (int64_t id = 0; id < model.tokenizer.vocabSize(); ++id) {
-        pieces.push_back(model.tokenizer.piece(id));
-        if (model.tokenizer.isSpecial(id)) bytePieces.push_back(id);
-    }
-    auto vocabulary = core::computeSlotVocabulary(model.model, 10, bytePieces);
-    vocabulary.pieces = std::move(pieces);
-    return vocabulary;
 }
 
 InferenceResponse runCapture(const InferenceRequest& request, core::LoadedModel& model,
                              const std::atomic<bool>* cancel) {
     InferenceResponse response;
     response.id = request.id;
+    response.folder = request.folder;
     QElapsedTimer timer;
     timer.start();
-    auto result = core::capture(model.model, model.tokenizer, request.text, request.capture, cancel);
+    auto result = core::capture(*model.model, model.tokenizer, request.text, request.capture, cancel);
     response.milliseconds = double(timer.nsecsElapsed()) / 1e6;
     if (!result) {
         response.error = QString::fromStdString(result.error());
@@ -54,14 +47,16 @@ InferenceResponse runComparison(const InferenceRequest& request, core::LoadedMod
                                 const std::atomic<bool>* cancel) {
     InferenceResponse response;
     response.id = request.id;
-    auto other = core::capture(model.model, model.tokenizer, request.text, *request.comparison, cancel);
+    response.folder = request.folder;
+    auto other = core::capture(*model.model, model.tokenizer, request.text, *request.comparison, cancel);
     if (other) response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
     return response;
 }
 
 }  // namespace
 
-InferenceWorker::InferenceWorker(std::atomic<bool>* cancel) : cancel_(cancel) {}
+InferenceWorker::InferenceWorker(std::atomic<bool>* cancel, std::atomic<bool>* cancelLoad)
+    : cancel_(cancel), cancelLoad_(cancelLoad) {}
 InferenceWorker::~InferenceWorker() = default;
 
 void InferenceWorker::compute(const InferenceRequest& request) {
@@ -73,30 +68,51 @@ void InferenceWorker::compute(const InferenceRequest& request) {
         core::configureThreads();
         configured = true;
     }
-    auto it = models_.find(request.folder);
-    if (it == models_.end()) {
-        QString error;
-        auto model = loadModel(request.folder, &error);
-        if (!model) {
-            InferenceResponse response;
-            response.id = request.id;
-            response.error = error;
-            Q_EMIT finished(response);
-            return;
-        }
-        if (models_.size() >= 4) models_.clear();  // keep memory bounded
-        auto vocabulary = std::make_shared<const core::SlotVocabulary>(slotVocabularyOf(*model));
-        it = models_.emplace(request.folder, Cached{model, vocabulary}).first;
+    QString error;
+    const Cached* cached = modelFor(request, &error);
+    if (!cached) {
+        InferenceResponse response;
+        response.id = request.id;
+        response.folder = request.folder;
+        response.error = error;
+        response.modelFailed = true;
+        Q_EMIT finished(response);
+        return;
     }
-    auto response = runCapture(request, *it->second.model, cancel_);
-    response.vocabulary = it->second.vocabulary;
+    auto model = cached->model;  // the cache may change while this runs
+    auto response = runCapture(request, *model, cancel_);
+    response.vocabulary = cached->vocabulary;
     Q_EMIT finished(response);
     if (response.final) return;
-    Q_EMIT finished(runComparison(request, *it->second.model, cancel_));
+    Q_EMIT finished(runComparison(request, *model, cancel_));
+}
+
+const InferenceWorker::Cached* InferenceWorker::modelFor(const InferenceRequest& request,
+                                                         QString* error) {
+    auto it = models_.find(request.folder);
+    if (it != models_.end()) return &it->second;
+    auto info = core::checkModelFolder(request.folder.toStdString());
+    if (!info) {
+        *error = QString::fromStdString(info.error());
+        return nullptr;
+    }
+    int64_t cached = info->parameters;
+    for (const auto& [folder, entry] : models_) cached += entry.model->model->info().parameters;
+    if (cached > kCachedParameters) models_.clear();  // make room before reading a large model
+    core::LoadOptions options;
+    options.cancel = cancelLoad_;
+    const QString folder = request.folder;
+    options.progress = [this, folder](double fraction, const std::string&) {
+        Q_EMIT loadProgress(folder, fraction);
+    };
+    auto model = loadModel(request.folder, options, error);
+    if (!model) return nullptr;
+    auto vocabulary = std::make_shared<const core::SlotVocabulary>(*model->model, model->tokenizer);
+    return &models_.emplace(request.folder, Cached{model, vocabulary}).first->second;
 }
 
 InferenceController::InferenceController(AppState* state, QObject* parent)
-    : QObject(parent), state_(state), worker_(new InferenceWorker(&cancel_)) {
+    : QObject(parent), state_(state), worker_(new InferenceWorker(&cancel_, &cancelLoad_)) {
     qRegisterMetaType<InferenceRequest>();
     qRegisterMetaType<InferenceResponse>();
     worker_->moveToThread(&thread_);
@@ -104,6 +120,8 @@ InferenceController::InferenceController(AppState* state, QObject* parent)
     connect(this, &InferenceController::requestToWorker, worker_, &InferenceWorker::compute,
             Qt::QueuedConnection);
     connect(worker_, &InferenceWorker::finished, this, &InferenceController::onFinished,
+            Qt::QueuedConnection);
+    connect(worker_, &InferenceWorker::loadProgress, this, &InferenceController::loadProgress,
             Qt::QueuedConnection);
     thread_.start();
     coalesce_.setSingleShot(true);
@@ -113,7 +131,7 @@ InferenceController::InferenceController(AppState* state, QObject* parent)
 }
 
 InferenceController::~InferenceController() {
-    cancel_ = true;
+    cancel_ = cancelLoad_ = true;
     thread_.quit();
     thread_.wait();
 }
@@ -132,9 +150,10 @@ core::CaptureRequest InferenceController::comparisonRequestFor(const AppState& s
     return capture;
 }
 
-InferenceResponse InferenceController::computeNow(const InferenceRequest& request) {
+InferenceResponse InferenceController::computeNow(const InferenceRequest& request,
+                                                  const core::LoadOptions& options) {
     QString error;
-    auto model = loadModel(request.folder, &error);
+    auto model = loadModel(request.folder, options, &error);
     if (!model) {
         InferenceResponse response;
         response.error = error;
@@ -143,11 +162,16 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
     auto response = runCapture(request, *model, nullptr);
     if (!response.final) response.comparison = runComparison(request, *model, nullptr).comparison;
     response.final = true;
-    response.vocabulary = std::make_shared<const core::SlotVocabulary>(slotVocabularyOf(*model));
+    response.vocabulary = std::make_shared<const core::SlotVocabulary>(*model->model, model->tokenizer);
     return response;
 }
 
 void InferenceController::schedule() { coalesce_.start(); }
+
+void InferenceController::cancel() {
+    pending_.reset();
+    if (running_) cancel_ = cancelLoad_ = true;
+}
 
 void InferenceController::dispatch() {
     InferenceRequest request;
@@ -166,7 +190,7 @@ void InferenceController::dispatch() {
 }
 
 void InferenceController::start(InferenceRequest request) {
-    cancel_ = false;
+    cancel_ = cancelLoad_ = false;
     running_ = true;
     ++computeCount_;
     Q_EMIT busyChanged(true);
@@ -184,12 +208,14 @@ void InferenceController::onFinished(const InferenceResponse& response) {
             Q_EMIT busyChanged(false);
         }
     }
+    if (response.modelFailed) Q_EMIT modelFailed(response.folder, response.error);
     if (response.id != latestId_) return;  // superseded
     if (!response.error.isEmpty()) {
         state_->setError(response.error);
         return;
     }
     if (response.result) {
+        shownFolder_ = response.folder;
         state_->setResult(response.result, response.comparison, response.vocabulary);
         Q_EMIT computed(response.milliseconds, QString::fromStdString(response.result->device));
     } else if (response.comparison) {

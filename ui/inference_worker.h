@@ -15,9 +15,7 @@
 #include "core/capture.h"
 #include "core/slot_vocabulary.h"
 
-namespace relulens::core {
-struct LoadedModel;
-}
+#include "core/model_folder.h"
 
 namespace relulens::ui {
 
@@ -33,6 +31,8 @@ struct InferenceRequest {
 
 struct InferenceResponse {
     quint64 id = 0;
+    QString folder;            // the model folder the request named
+    bool modelFailed = false;  // the folder could not be opened (error says why)
     std::shared_ptr<const core::CaptureResult> result;
     std::shared_ptr<const core::CaptureResult> comparison;
     std::shared_ptr<const core::SlotVocabulary> vocabulary;
@@ -46,19 +46,26 @@ struct InferenceResponse {
 class InferenceWorker : public QObject {
     Q_OBJECT
 public:
-    explicit InferenceWorker(std::atomic<bool>* cancel);
+    // cancel stops the running capture (a newer request supersedes it); cancelLoad stops a model
+    // load only when the user asks, so that typing during a long load does not restart it.
+    InferenceWorker(std::atomic<bool>* cancel, std::atomic<bool>* cancelLoad);
     ~InferenceWorker() override;
 public Q_SLOTS:
     void compute(const relulens::ui::InferenceRequest& request);
 Q_SIGNALS:
     void finished(const relulens::ui::InferenceResponse& response);
+    // While a model folder is read: the share done (0..1).
+    void loadProgress(const QString& folder, double fraction);
 
 private:
     struct Cached {
         std::shared_ptr<core::LoadedModel> model;
         std::shared_ptr<const core::SlotVocabulary> vocabulary;
     };
+    const Cached* modelFor(const InferenceRequest& request, QString* error);
+
     std::atomic<bool>* cancel_;
+    std::atomic<bool>* cancelLoad_;
     std::map<QString, Cached> models_;
 };
 
@@ -69,17 +76,24 @@ public:
     ~InferenceController() override;
 
     bool busy() const { return running_; }
+    // The folder of the last result delivered (what the window shows).
+    const QString& shownFolder() const { return shownFolder_; }
     int computeCount() const { return computeCount_; }
     // Runs one request synchronously on the calling thread (headless rendering).
-    static InferenceResponse computeNow(const InferenceRequest& request);
+    static InferenceResponse computeNow(const InferenceRequest& request,
+                                        const core::LoadOptions& options = {});
     static core::CaptureRequest captureRequestFor(const AppState& state);
     static core::CaptureRequest comparisonRequestFor(const AppState& state);
 
 public Q_SLOTS:
     void schedule();  // coalesces: the request goes out after a short quiet period
+    void cancel();    // stops the running request (a model load included)
 
 Q_SIGNALS:
     void busyChanged(bool busy);
+    void loadProgress(const QString& folder, double fraction);
+    // A model folder could not be opened (or its loading was cancelled): the message.
+    void modelFailed(const QString& folder, const QString& message);
     void computed(double milliseconds, const QString& device);
     void requestToWorker(const relulens::ui::InferenceRequest& request);
 
@@ -92,6 +106,8 @@ private:
     QThread thread_;
     InferenceWorker* worker_;
     std::atomic<bool> cancel_{false};
+    std::atomic<bool> cancelLoad_{false};
+    QString shownFolder_;
     QTimer coalesce_;
     bool running_ = false;
     std::optional<InferenceRequest> pending_;

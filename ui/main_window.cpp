@@ -1,6 +1,6 @@
 #include "ui/main_window.h"
 
-#include "core/checkpoint.h"
+#include "core/model_folder.h"
 #include "core/tokenizer.h"
 
 #include <QApplication>
@@ -18,6 +18,8 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QStatusBar>
@@ -108,8 +110,25 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
 
     busy_ = new QLabel(this);
     timing_ = new QLabel("no result yet", this);
+    loading_ = new QProgressBar(this);
+    loading_->setRange(0, 100);
+    loading_->setMaximumWidth(260);
+    loading_->hide();
+    cancelLoad_ = new QPushButton("Cancel", this);
+    cancelLoad_->setToolTip("Stop loading this model and keep the one shown");
+    cancelLoad_->hide();
     statusBar()->addWidget(busy_);
+    statusBar()->addWidget(loading_);
+    statusBar()->addWidget(cancelLoad_);
     statusBar()->addPermanentWidget(timing_);
+    connect(cancelLoad_, &QPushButton::clicked, inference_, &InferenceController::cancel);
+    connect(inference_, &InferenceController::loadProgress, this, [this](const QString& folder, double fraction) {
+        loading_->setFormat(QString("loading %1: %p %").arg(QFileInfo(folder).fileName()));
+        loading_->setValue(int(fraction * 100));
+        loading_->setVisible(fraction < 1.0);
+        cancelLoad_->setVisible(fraction < 1.0);
+    });
+    connect(inference_, &InferenceController::modelFailed, this, &MainWindow::modelFailed);
     connect(inference_, &InferenceController::busyChanged, this,
             [this](bool busy) { busy_->setText(busy ? "⏳ computing…" : QString()); });
     connect(inference_, &InferenceController::computed, this, [this](double ms, const QString& device) {
@@ -212,12 +231,13 @@ void MainWindow::openModelFolder() {
 
 QString MainWindow::switchModelFolder(const QString& folder) {
     if (!QFileInfo(folder + "/config.json").exists()) {
-        return folder + " has no config.json: not a ReluLens model folder";
+        return folder + " has no config.json: not a model folder";
     }
-    // Every file and tensor is checked here, so that a broken folder never replaces the
-    // model that is open (the worker loads it again; these models load in well under a second).
-    if (auto loaded = core::loadModelFolder(folder.toStdString()); !loaded) {
-        return QString::fromStdString(loaded.error());
+    // Every file and every tensor's shape is checked here, so that a broken folder never
+    // replaces the model that is open (the worker then reads the weights; should that fail,
+    // the window goes back to the model it showed).
+    if (auto checked = core::checkModelFolder(folder.toStdString()); !checked) {
+        return QString::fromStdString(checked.error());
     }
     auto catalog = state_->catalog();
     if (!ModelCatalog::byFolder(catalog, folder)) {
@@ -230,6 +250,15 @@ QString MainWindow::switchModelFolder(const QString& folder) {
     }
     state_->setModelFolder(folder);
     return QString();
+}
+
+void MainWindow::modelFailed(const QString& folder, const QString& message) {
+    loading_->hide();
+    cancelLoad_->hide();
+    if (state_->effectiveFolder() != folder) return;
+    const QString shown = inference_->shownFolder();
+    if (!shown.isEmpty() && shown != folder) state_->setModelFolder(shown);
+    statusBar()->showMessage("⚠ " + message, 15000);
 }
 
 ExportableView* MainWindow::view(const QString& name) const {

@@ -6,6 +6,8 @@
 
 class QLabel;
 class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
 
 namespace relulens::ui {
 
@@ -32,7 +34,8 @@ public:
     // The same without dialogs: the message, or empty on success. On failure the editor, the
     // open model and the settings are left exactly as they were.
     QString loadTextFile(const QString& path);
-    // Checks the whole folder (config, every tensor, the tokenizer) before switching to it.
+    // Checks the folder (config, every tensor's name and shape, the tokenizer, whether it fits
+    // in memory) before switching to it: the message, or empty on success.
     QString switchModelFolder(const QString& folder);
     // Larger fonts on every view and the text, and the formula panel shown: for a projector.
     void setPresentationMode(bool on);
@@ -47,6 +50,8 @@ private:
     void exportCurrentView();
     void exportAllViews();
     void openModelFolder();
+    // The worker could not read the weights (or the user cancelled): back to the shown model.
+    void modelFailed(const QString& folder, const QString& message);
     ExportableView* currentView() const;
 
     AppState* state_;
@@ -57,6 +62,8 @@ private:
     QVector<ExportableView*> views_;
     QLabel* busy_;
     QLabel* timing_;
+    QProgressBar* loading_;
+    QPushButton* cancelLoad_;
     double baseFontSize_ = 10;
 };
 

@@ -132,13 +132,8 @@ QString MemorySlotsView::slotDescription() const {
     }
     if (auto vocabulary = state_->slotVocabulary()) {
         text += "<br>value vector promotes (v·Eᵀ, byte pieces left out):";
-        const auto ids = vocabulary->ids[state_->layer()][slot];
-        for (int i = 0; i < int(ids.size(0)); ++i) {
-            const auto id = size_t(ids[i].item<int64_t>());
-            const QString piece = id < vocabulary->pieces.size()
-                                      ? QString::fromStdString(vocabulary->pieces[id])
-                                      : QString("#%1").arg(id);
-            text += " ‘" + piece.toHtmlEscaped() + "’";
+        for (const auto& token : vocabulary->promoted(state_->layer(), slot)) {
+            text += " ‘" + QString::fromStdString(token.piece).toHtmlEscaped() + "’";
         }
     }
     return text;

@@ -4,7 +4,7 @@
 #include <QFileInfo>
 
 #include "core/capture.h"
-#include "core/model_config.h"
+#include "core/model_folder.h"
 #include "ui/resource_paths.h"
 
 namespace relulens::ui {
@@ -16,9 +16,9 @@ QVector<ModelEntry> ModelCatalog::scan(const QStringList& dirs) {
         if (!dir.exists()) continue;
         for (const QString& sub : dir.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
             const QString folder = dir.absoluteFilePath(sub);
-            auto config = core::loadConfigFile((folder + "/config.json").toStdString());
-            if (!config) continue;
-            models.push_back({QString::fromStdString(config->name), folder, config->trained, d == 0});
+            auto info = core::readModelConfig(folder.toStdString());
+            if (!info) continue;
+            models.push_back({QString::fromStdString(info->name), folder, info->trained, d == 0});
         }
     }
     return models;

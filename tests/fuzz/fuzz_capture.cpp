@@ -30,7 +30,7 @@ const LoadedModel& tinyModel() {
 
 // The request an input's first byte selects: attention and FFN variant, length exponent,
 // family function, which maps, and now and then a token cap the text may exceed.
-CaptureRequest requestFor(uint8_t selector, const ModelConfig& config) {
+CaptureRequest requestFor(uint8_t selector, const ModelInfo& config) {
     static const AttentionKind kKinds[] = {AttentionKind::Softmax, AttentionKind::Relu,
                                            AttentionKind::ReluLen, AttentionKind::ReluFormer,
                                            AttentionKind::Family};
@@ -74,7 +74,7 @@ bool isUtf8(const std::string& s) {
 
 void checkResult(const CaptureResult& r, const CaptureRequest& request, const std::string& text,
                  const LoadedModel& loaded) {
-    const auto& config = loaded.model.config();
+    const auto& config = loaded.model->info();
     const auto L = int64_t(r.tokens.size());
     if (L == 0 || L > request.maxTokens) fail("token count outside [1, maxTokens]");
     size_t previousStart = 0;
@@ -122,9 +122,9 @@ void checkResult(const CaptureResult& r, const CaptureRequest& request, const st
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const LoadedModel& loaded = tinyModel();
     if (size == 0) return 0;
-    const CaptureRequest request = requestFor(data[0], loaded.model.config());
+    const CaptureRequest request = requestFor(data[0], loaded.model->info());
     const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-    auto result = capture(loaded.model, loaded.tokenizer, text, request);
+    auto result = capture(*loaded.model, loaded.tokenizer, text, request);
     if (result) checkResult(*result, request, text, loaded);
     return 0;
 }

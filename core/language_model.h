@@ -1,0 +1,100 @@
+// The one interface every model family implements. Capture, diagnostics, maps, evaluation and
+// the views use a LanguageModel without knowing which family they hold: ReluLens's own
+// (transformer.h) or the Hugging Face decoder families (llama_model.h).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.h"
+#include "core/error.h"
+#include "core/model_info.h"
+#include "core/torch_include.h"
+#include "core/variants.h"
+
+namespace relulens::core {
+
+// What a forward pass keeps of each layer. Tensors keep the batch dimension B.
+struct TraceOptions {
+    bool scores = false;           // raw q·k·scale, masked entries included
+    bool weights = false;          // attention weights after the activation
+    bool headOutputs = false;      // per-head attention output α·v
+    bool queriesKeys = false;      // q and k after rotary, enough to rebuild any map
+    bool ffn = false;              // FFN input and slot activations
+    bool rowMass = false;          // Σ_j α_ij, for the ReLUFormer regulariser
+};
+
+struct LayerTrace {
+    torch::Tensor scores;          // (B, H, L, L)
+    torch::Tensor weights;         // (B, H, L, L)
+    torch::Tensor headOutputs;     // (B, H, L, d_head)
+    torch::Tensor q;               // (B, H, L, d_head)
+    torch::Tensor k;               // (B, H_kv, L, d_head): query head h reads kv head h / (H / H_kv)
+    torch::Tensor ffnInput;        // (B, L, d) normed input of the FFN
+    torch::Tensor slotActivations; // (B, L, d_ff) memory-slot coefficients
+    torch::Tensor rowMass;         // (B, H, L)
+};
+
+struct ForwardTrace {
+    TraceOptions options;
+    std::vector<LayerTrace> layers;
+    // Attention runs over blocks of query rows, each against only the keys it can see, so no
+    // (L, L) map exists unless scores or weights are traced. When set, every block of weights
+    // (B, H, R, K) of rows rowOffset..rowOffset+R-1 and keys 0..K-1 is handed here.
+    std::function<void(int64_t layer, int64_t rowOffset, const torch::Tensor& weights)>
+        onAttentionBlock;
+    int64_t blockRows = 0;  // rows per block; 0 chooses from the input length
+    // Polled between blocks; when it returns true the pass stops and forward() returns an
+    // undefined tensor.
+    std::function<bool()> cancelled;
+};
+
+class LanguageModel {
+public:
+    virtual ~LanguageModel() = default;
+
+    virtual const ModelInfo& info() const = 0;
+    // ids: (B, L) int64 -> logits (B, L, vocab). Refuses nothing: check supports() first.
+    virtual torch::Tensor forward(const torch::Tensor& ids, const RunSpec& run,
+                                  ForwardTrace* trace = nullptr) const = 0;
+    // Whether this model can run with these variants (a message saying why not).
+    virtual Status supports(const RunSpec& run) const;
+
+    // What a layer's attention needs to rebuild maps from queries and keys.
+    virtual torch::Tensor attentionGamma(int64_t layer) const = 0;  // (H) ReLUFormer scale
+    double attentionScale() const;                                 // 1 / sqrt(d_head)
+
+    // The FFN diagnostics of one layer. ffnInput: (L, d), slots: (L, d_ff).
+    virtual FfnDiagnostics ffnDiagnostics(int64_t layer, const torch::Tensor& ffnInput,
+                                          const torch::Tensor& slots, FfnKind kind,
+                                          double tauScale) const = 0;
+    // What memory slot i of a layer writes: column i of (d, d_ff).
+    virtual torch::Tensor slotValues(int64_t layer) const = 0;
+    virtual torch::Tensor outputEmbedding() const = 0;  // (vocab, d)
+
+    virtual torch::Device device() const = 0;
+    virtual void to(const torch::Device& device) = 0;
+};
+
+// Rows per attention block: the whole input when it is short, otherwise as many rows (at least
+// 64) as keep one block of all heads' weights near a quarter-million floats.
+int64_t attentionBlockRows(int64_t heads, int64_t tokens);
+
+// Causal attention of one layer over blocks of query rows, for every family.
+// q: (B, H, L, dh); k, v: (B, H_kv, L, dh) (H a multiple of H_kv); gamma: (H).
+// window > 0 limits each row to its last `window` keys. Fills the layer's scores, weights and
+// row mass when the trace asks, and hands each block to trace->onAttentionBlock.
+// Returns (B, H, L, dh), or an undefined tensor when the trace's cancel poll says so.
+torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const AttentionSpec& spec,
+                               const torch::Tensor& gamma, double scale, int64_t window,
+                               int64_t layer, ForwardTrace* trace);
+
+// Rotary position embedding in rotate-half order on (..., L, d_head), positions
+// offset..offset+L-1, from per-pair inverse frequencies (d_head / 2).
+torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset,
+                          const torch::Tensor& inverseFrequencies);
+// θ^(-2i/d) for i < d/2.
+torch::Tensor ropeFrequencies(int64_t headDim, double base);
+
+}  // namespace relulens::core

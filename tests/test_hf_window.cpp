@@ -1,0 +1,202 @@
+// The window with Hugging Face–layout models: opening a folder switches every view to it, the
+// FFN control offers the gate's activations, head selector and tooltips name kv heads under
+// grouped-query attention, the catalogue lists such folders, and a folder whose weights turn
+// out to be broken (or whose loading is cancelled) leaves the window on the model it showed.
+#include <QtTest>
+
+#include <QComboBox>
+#include <QPlainTextEdit>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "test_support.h"
+#include "ui/activation_controls.h"
+#include "ui/app_state.h"
+#include "ui/attention_map_view.h"
+#include "ui/head_grid_view.h"
+#include "ui/inference_worker.h"
+#include "ui/main_window.h"
+
+using namespace relulens;
+using namespace relulens::ui;
+
+namespace {
+
+QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+
+QStringList items(const QComboBox* box) {
+    QStringList out;
+    for (int i = 0; i < box->count(); ++i) out << box->itemText(i);
+    return out;
+}
+
+}  // namespace
+
+class TestHfWindow : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString fixtures_;
+    AppState* state_ = nullptr;
+    InferenceController* inference_ = nullptr;
+    MainWindow* window_ = nullptr;
+
+    QString fixture(const char* name) const { return fixtures_ + "/" + name; }
+    bool waitIdle() {
+        QTest::qWait(30);
+        return QTest::qWaitFor([this] { return !inference_->busy(); }, 60000);
+    }
+    bool waitForModel(const std::string& name) {
+        return QTest::qWaitFor([&] { return state_->result() && state_->result()->model.name == name; }, 60000);
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QCoreApplication::setOrganizationName("ReluLensTest");
+        QCoreApplication::setApplicationName("test_hf_window");
+        QSettings().clear();
+        fixtures_ = dir_.filePath("hf");
+        QProcess python;
+        python.start(RELULENS_PYTHON, {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out",
+                                       fixtures_, "--tokenizer", tinyModel() + "/tokenizer.model"});
+        QVERIFY(python.waitForFinished(120000));
+        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
+        state_ = new AppState;
+        inference_ = new InferenceController(state_);
+        state_->setModelFolder(tinyModel());
+        state_->setText("It is a truth universally acknowledged, that a single man");
+        window_ = new MainWindow(state_, inference_);
+        window_->resize(1500, 1000);
+        window_->show();
+        QVERIFY(waitForModel("tiny"));
+        QVERIFY(waitIdle());
+    }
+
+    void cleanupTestCase() {
+        delete window_;
+        delete inference_;
+        delete state_;
+    }
+
+    void theCatalogueListsHfFolders() {
+        const auto models = ModelCatalog::scan({fixtures_});
+        QCOMPARE(models.size(), 12);
+        const auto* gemma = ModelCatalog::byFolder(models, fixture("gemma"));
+        QVERIFY(gemma);
+        QCOMPARE(gemma->name, QString("gemma"));
+        QCOMPARE(gemma->trained.ffn, core::FfnKind::GeluTanh);
+    }
+
+    void openingAFolderSwitchesEveryView() {
+        QCOMPARE(window_->switchModelFolder(fixture("llama_gqa_bf16")), QString());
+        QVERIFY(waitForModel("llama_gqa_bf16"));
+        QVERIFY(waitIdle());
+        const auto result = state_->result();
+        QCOMPARE(QString::fromStdString(result->model.family), QString("llama"));
+        // the first token is BOS, with an empty span before the text
+        QCOMPARE(result->tokens.front().id, int64_t(1));
+        QCOMPARE(result->tokens.front().end, size_t(0));
+        // an ungated ReluLens model's FFN (relu) gives way to the gate's trained activation
+        QCOMPARE(result->run.ffn, core::FfnKind::Silu);
+        QVERIFY(result->trainedWithRun);
+        auto* controls = window_->controls();
+        QCOMPARE(items(controls->findChild<QComboBox*>("ffnBox")), QStringList({"silu", "gelu", "gelu (tanh)", "relu"}));
+        QCOMPARE(controls->findChild<QComboBox*>("ffnBox")->currentText(), QString("silu"));
+        QCOMPARE(controls->findChild<QComboBox*>("headBox")->count(), 9);  // mean and 8 heads
+        for (auto* view : window_->views()) {
+            view->refresh();
+            const QImage image = view->renderImage(1.0);
+            QVERIFY(image.save(dir_.filePath(view->viewName() + ".png")));
+        }
+    }
+
+    void tooltipsNameTheKvHead() {
+        state_->setLayer(1);
+        state_->setHead(5);
+        auto* map = qobject_cast<AttentionMapView*>(window_->view("attention"));
+        QVERIFY(map);
+        const QString tip = map->tooltipAt(6, 2);
+        QVERIFY2(tip.startsWith("layer 1 · query head 5 · kv head 1\nquery 6"), qPrintable(tip));
+        auto* grid = qobject_cast<HeadGridView*>(window_->view("heads"));
+        grid->resize(900, 500);
+        QString found;
+        for (int x = 0; x < grid->width() && found.isEmpty(); x += 4) {
+            for (int y = 0; y < grid->height() && found.isEmpty(); y += 4) {
+                if (grid->headAt({x, y}) == QPoint(3, 0)) found = grid->tooltipAt({x, y});
+            }
+        }
+        QCOMPARE(found, QString("layer 0 · query head 3 · kv head 0"));
+    }
+
+    void swappingTheGateActivationRecomputes() {
+        auto* ffn = window_->controls()->findChild<QComboBox*>("ffnBox");
+        ffn->setCurrentIndex(ffn->findText("relu"));
+        QVERIFY(QTest::qWaitFor([this] { return state_->result()->run.ffn == core::FfnKind::Relu; }, 60000));
+        // ReLU-fied gate: memory slots exactly 0 wherever the gate's pre-activation is not positive
+        const auto& memory = state_->result()->layers[1].slotActivations;
+        QVERIFY((memory == 0).any().item<bool>());
+        QVERIFY(!state_->result()->trainedWithRun);
+        ffn->setCurrentIndex(ffn->findText("silu"));
+        QVERIFY(QTest::qWaitFor([this] { return state_->result()->run.ffn == core::FfnKind::Silu; }, 60000));
+        QVERIFY(!(state_->result()->layers[1].slotActivations == 0).any().item<bool>());
+        QVERIFY(waitIdle());
+    }
+
+    void brokenWeightsFoundWhileLoadingLeaveTheShownModel() {
+        // NaN in a tensor passes the quick check (headers and shapes) and is found only when the
+        // worker reads the values: the window then goes back to the model it showed.
+        const QString bad = dir_.filePath("nan-model");
+        QDir().mkpath(bad);
+        for (const QString& name : QDir(fixture("llama_f32")).entryList(QDir::Files)) {
+            QFile::copy(fixture("llama_f32") + "/" + name, bad + "/" + name);
+        }
+        auto file = core::readSafetensors((bad + "/model.safetensors").toStdString());
+        QVERIFY(file.ok());
+        file->tensors["model.norm.weight"][0] = std::numeric_limits<float>::infinity();
+        QVERIFY(core::writeSafetensors((bad + "/model.safetensors").toStdString(), file->tensors,
+                                       core::StorageType::F32).ok());
+        const auto shown = state_->result();
+        const QString text = window_->editor()->toPlainText();
+        QSignalSpy failed(inference_, &InferenceController::modelFailed);
+        QCOMPARE(window_->switchModelFolder(bad), QString());
+        QVERIFY(failed.wait(60000));
+        QCOMPARE(failed.first().at(1).toString(),
+                 bad + "/model.safetensors: tensor 'model.norm.weight' holds 1 NaN or infinite value(s)");
+        QVERIFY(waitIdle());
+        QCOMPARE(state_->modelFolder(), fixture("llama_gqa_bf16"));
+        QCOMPARE(state_->result()->model.name, std::string("llama_gqa_bf16"));
+        QCOMPARE(window_->editor()->toPlainText(), text);
+        Q_UNUSED(shown);
+    }
+
+    void aBrokenFolderIsRefusedBeforeSwitching() {
+        const QString bad = dir_.filePath("gpt2");
+        QDir().mkpath(bad);
+        QFile config(bad + "/config.json");
+        QVERIFY(config.open(QIODevice::WriteOnly));
+        config.write(R"({"model_type": "gpt2", "n_embd": 64})");
+        config.close();
+        const auto before = state_->result();
+        QCOMPARE(window_->switchModelFolder(bad),
+                 bad + "/config.json: model_type 'gpt2' is not supported; ReluLens opens llama, mistral, "
+                       "qwen2, qwen3 and gemma checkpoints (and its own models)");
+        QVERIFY(waitIdle());
+        QCOMPARE(state_->result(), before);
+        QCOMPARE(state_->modelFolder(), fixture("llama_gqa_bf16"));
+    }
+
+    void backToAReluLensModelRestoresItsMemory() {
+        QCOMPARE(window_->switchModelFolder(tinyModel()), QString());
+        QVERIFY(waitForModel("tiny"));
+        QCOMPARE(state_->result()->run.ffn, core::FfnKind::Relu);
+        QCOMPARE(items(window_->controls()->findChild<QComboBox*>("ffnBox")),
+                 QStringList({"relu", "gelu", "softmax", "softmax + LN"}));
+        QCOMPARE(window_->controls()->findChild<QComboBox*>("headBox")->count(), 3);
+    }
+};
+
+QTEST_MAIN(TestHfWindow)
+#include "test_hf_window.moc"
