@@ -160,6 +160,13 @@ private Q_SLOTS:
                 const double e = maxDifference(maps.weights(map["layer"], map["head"]), map["weights"]);
                 QVERIFY2(e < 1e-5, label + " rebuilt map off by " + QByteArray::number(e));
             }
+            // every head (the forward pass's kv-head sharing is checked by the logits above)
+            for (int64_t l = 0; l < maps.layers(); ++l) {
+                for (int64_t h = 0; h < maps.heads(); ++h) {
+                    const double e = (maps.weights(l, h) - trace.layers[size_t(l)].weights[0][h]).abs().max().item<double>();
+                    QVERIFY2(e < 1e-6, label + " rebuilt head " + QByteArray::number(int(h)) + " off by " + QByteArray::number(e));
+                }
+            }
         }
     }
 
