@@ -152,6 +152,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
             layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
             layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
             layer.ffn = model.ffnDiagnostics(l, t.ffnInput[0], t.slotActivations[0],
+                                             t.ffnOutput.defined() ? t.ffnOutput[0] : torch::Tensor(),
                                              request.run.ffn, request.tauScale);
             layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
         }

@@ -228,20 +228,31 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
     return out;
 }
 
-FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const GatedFfnWeights& w,
-                                   FfnKind kind, double tauScale) {
+FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tensor& output,
+                                   const GatedFfnWeights& w, FfnKind kind, double tauScale) {
     FfnDiagnostics out;
-    const int64_t N = slots.size(-1);
+    const int64_t L = slots.size(0), N = slots.size(-1);
     out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
     const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
     out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
     out.sparsity = sparse.to(torch::kFloat32).mean().item<double>();
-    out.outputVariance = gatedFfnOutput(slots, w).var(/*unbiased=*/false).item<double>();
+    const auto full = output.defined() ? output : gatedFfnOutput(slots, w);
+    out.outputVariance = full.var(/*unbiased=*/false).item<double>();
     // The coefficients are elementwise, so the memory restricted to its first N' slots is the
-    // first N' coefficients against the first N' columns of down (its bias left out).
+    // first N' coefficients against the first N' columns of down (its bias left out): each
+    // doubling adds the next columns' product to the last.
+    auto sample = slots;
+    if (L > kSlotCurveTokens) {
+        sample = slots.index_select(0, torch::linspace(0, double(L - 1), kSlotCurveTokens, slots.options())
+                                           .round().to(torch::kLong));
+    }
+    torch::Tensor partial;
+    int64_t done = 0;
     for (int64_t n = std::min<int64_t>(N, 16);; n = std::min(N, n * 2)) {
-        const auto part = torch::linear(slots.narrow(-1, 0, n), w.down.narrow(1, 0, n));
-        out.outputVarianceBySlots.push_back({1, n, part.var(false).item<double>()});
+        const auto part = torch::linear(sample.narrow(-1, done, n - done), w.down.narrow(1, done, n - done));
+        partial = partial.defined() ? partial + part : part;
+        done = n;
+        out.outputVarianceBySlots.push_back({1, n, partial.var(false).item<double>()});
         if (n == N) break;
     }
     return out;

@@ -79,8 +79,12 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
                               const FfnWeights& weights, FfnKind kind, double tauScale);
 
 // The same for a gated memory: slots (L, d_ff) are act(gate·x) ⊙ up·x; kind is the gate's
-// activation (exact zeros for relu, below tauScale / d_ff otherwise).
-FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const GatedFfnWeights& weights,
-                                   FfnKind kind, double tauScale);
+// activation (exact zeros for relu, below tauScale / d_ff otherwise). output: (L, d) the block's
+// output when the forward pass kept it (else it is computed). The variance against the number
+// of slots is taken over at most kSlotCurveTokens evenly spaced tokens (the curve costs a whole
+// FFN product per token; on a 1.1 B-parameter model, seconds per pass otherwise).
+constexpr int64_t kSlotCurveTokens = 128;
+FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tensor& output,
+                                   const GatedFfnWeights& weights, FfnKind kind, double tauScale);
 
 }  // namespace relulens::core

@@ -1,5 +1,7 @@
 #include "core/hf_checkpoint.h"
 
+#include <sys/mman.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -40,6 +42,38 @@ Result<json> readJson(const std::string& path) {
         return Error{path + ": not valid JSON (" + e.what() + ")"};
     }
 }
+
+// One allocation holds every float32 weight, backed by huge pages where the kernel allows:
+// touching a few gigabytes of fresh 4 KB pages cost more (measured 15.8 s for 4 GB) than reading
+// and converting the weights; with huge pages 4.2 s.
+class WeightArena : public std::enable_shared_from_this<WeightArena> {
+public:
+    static std::shared_ptr<WeightArena> create(size_t bytes) {
+        auto arena = std::shared_ptr<WeightArena>(new WeightArena);
+        arena->bytes_ = std::max<size_t>(bytes, 1);
+        void* p = mmap(nullptr, arena->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return nullptr;
+        madvise(p, arena->bytes_, MADV_HUGEPAGE);
+        arena->base_ = static_cast<char*>(p);
+        return arena;
+    }
+    ~WeightArena() {
+        if (base_) munmap(base_, bytes_);
+    }
+    static size_t footprint(int64_t elements) { return (size_t(elements) * 4 + 63) / 64 * 64; }
+    // A tensor of `shape` in the next free part of the arena, which it keeps alive.
+    torch::Tensor take(const std::vector<int64_t>& shape, int64_t elements) {
+        float* at = reinterpret_cast<float*>(base_ + used_);
+        used_ += footprint(elements);
+        auto self = shared_from_this();
+        return torch::from_blob(at, shape, [self](void*) {}, torch::TensorOptions().dtype(torch::kFloat32));
+    }
+
+private:
+    WeightArena() = default;
+    char* base_ = nullptr;
+    size_t bytes_ = 0, used_ = 0;
+};
 
 struct Located {
     const SafetensorsMapping* file = nullptr;
@@ -246,13 +280,19 @@ Result<LoadedModel> loadHfFolder(const std::string& folder, const LoadOptions& o
     OpenFolder& f = *opened;
     torch::NoGradGuard noGrad;
     uint64_t total = 0, done = 0;
-    for (const auto& [name, where] : f.tensors) total += where.entry->end - where.entry->begin;
+    size_t arenaBytes = 0;
+    for (const auto& [name, where] : f.tensors) {
+        total += where.entry->end - where.entry->begin;
+        arenaBytes += WeightArena::footprint(where.entry->elements());
+    }
+    auto arena = WeightArena::create(arenaBytes);
+    if (!arena) return Error{folder + ": cannot allocate " + std::to_string(arenaBytes >> 20) + " MB for the weights"};
     auto read = [&](const std::string& name) -> Result<torch::Tensor> {
         if (options.cancel && options.cancel->load()) return Error{"loading " + folder + " was cancelled"};
         const Located& where = f.tensors.at(name);
-        auto t = where.file->toFloat32(*where.entry);
-        if (!torch::isfinite(t).all().item<bool>()) {
-            const auto bad = (~torch::isfinite(t)).sum().item<int64_t>();
+        auto t = arena->take(where.entry->shape, where.entry->elements());
+        const int64_t bad = where.file->convert(*where.entry, t.data_ptr<float>());
+        if (bad > 0) {
             return Error{where.file->path() + ": tensor '" + name + "' holds " + std::to_string(bad) +
                          " NaN or infinite value(s)"};
         }
@@ -268,7 +308,7 @@ Result<LoadedModel> loadHfFolder(const std::string& folder, const LoadOptions& o
     // Gemma stores its norm weights zero-centred and multiplies by (1 + w).
     auto norm = [&](const std::string& name) -> Result<torch::Tensor> {
         auto t = read(name);
-        if (t && c.gemma) *t = *t + 1.0;
+        if (t && c.gemma) t->add_(1.0);
         return t;
     };
     LlamaModel::Weights w;

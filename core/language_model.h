@@ -32,6 +32,7 @@ struct LayerTrace {
     torch::Tensor k;               // (B, H_kv, L, d_head): query head h reads kv head h / (H / H_kv)
     torch::Tensor ffnInput;        // (B, L, d) normed input of the FFN
     torch::Tensor slotActivations; // (B, L, d_ff) memory-slot coefficients
+    torch::Tensor ffnOutput;       // (B, L, d) what the FFN adds to the residual stream
     torch::Tensor rowMass;         // (B, H, L)
 };
 
@@ -64,10 +65,11 @@ public:
     virtual torch::Tensor attentionGamma(int64_t layer) const = 0;  // (H) ReLUFormer scale
     double attentionScale() const;                                 // 1 / sqrt(d_head)
 
-    // The FFN diagnostics of one layer. ffnInput: (L, d), slots: (L, d_ff).
-    virtual FfnDiagnostics ffnDiagnostics(int64_t layer, const torch::Tensor& ffnInput,
-                                          const torch::Tensor& slots, FfnKind kind,
-                                          double tauScale) const = 0;
+    // The FFN diagnostics of one layer from what the forward pass traced.
+    // input: (L, d), slots: (L, d_ff), output: (L, d).
+    virtual FfnDiagnostics ffnDiagnostics(int64_t layer, const torch::Tensor& input,
+                                          const torch::Tensor& slots, const torch::Tensor& output,
+                                          FfnKind kind, double tauScale) const = 0;
     // What memory slot i of a layer writes: column i of (d, d_ff).
     virtual torch::Tensor slotValues(int64_t layer) const = 0;
     virtual torch::Tensor outputEmbedding() const = 0;  // (vocab, d)

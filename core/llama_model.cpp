@@ -45,9 +45,9 @@ torch::Tensor LlamaModel::slotValues(int64_t layer) const {
 }
 
 FfnDiagnostics LlamaModel::ffnDiagnostics(int64_t layer, const torch::Tensor&,
-                                          const torch::Tensor& slots, FfnKind kind,
-                                          double tauScale) const {
-    return gatedFfnDiagnostics(slots, weights_.layers.at(size_t(layer)).ffn, kind, tauScale);
+                                          const torch::Tensor& slots, const torch::Tensor& output,
+                                          FfnKind kind, double tauScale) const {
+    return gatedFfnDiagnostics(slots, output, weights_.layers.at(size_t(layer)).ffn, kind, tauScale);
 }
 
 torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
@@ -80,7 +80,8 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
 
         const auto f = rmsNorm(x, w.postNorm);
         const auto slots = gatedSlotActivations(f, w.ffn, run.ffn);  // (B, L, d_ff)
-        x = x + gatedFfnOutput(slots, w.ffn);
+        const auto ffnOut = gatedFfnOutput(slots, w.ffn);             // (B, L, d)
+        x = x + ffnOut;
 
         if (trace) {
             auto& t = trace->layers[size_t(l)];
@@ -93,6 +94,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
             if (o.ffn) {
                 t.ffnInput = f;
                 t.slotActivations = slots;
+                t.ffnOutput = ffnOut;
             }
         }
     }

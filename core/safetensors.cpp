@@ -208,19 +208,51 @@ const SafetensorsEntry* SafetensorsMapping::find(const std::string& name) const 
     return nullptr;
 }
 
-torch::Tensor SafetensorsMapping::toFloat32(const SafetensorsEntry& e) const {
-    const DtypeInfo* dtype = dtypeByName(e.dtype);
-    const void* bytes = data_ + e.begin;
-    auto raw = torch::from_blob(const_cast<void*>(bytes), e.shape,
-                                torch::TensorOptions().dtype(dtype->scalar));
-    auto out = dtype->scalar == torch::kFloat32 ? raw.clone() : raw.to(torch::kFloat32);
+torch::Tensor SafetensorsMapping::toFloat32(const SafetensorsEntry& e, int64_t* nonFinite) const {
+    auto out = torch::empty(e.shape, torch::kFloat32);
+    const int64_t bad = convert(e, out.data_ptr<float>());
+    if (nonFinite) *nonFinite = bad;
+    return out;
+}
+
+int64_t SafetensorsMapping::convert(const SafetensorsEntry& e, float* to) const {
+    const unsigned char* bytes = data_ + e.begin;
+    const int64_t n = e.elements();
+    int64_t bad = 0;
+    // One pass converts and counts values whose exponent bits are all ones (NaN or infinite).
+    // Bytes are copied with memcpy: data offsets need not be aligned.
+    if (e.dtype == "BF16") {
+        constexpr int64_t kChunk = 4096;
+        uint16_t in[kChunk];
+        for (int64_t i = 0; i < n; i += kChunk) {
+            const int64_t m = std::min(kChunk, n - i);
+            std::memcpy(in, bytes + 2 * i, size_t(m) * 2);
+            for (int64_t j = 0; j < m; ++j) {
+                const uint32_t bits = uint32_t(in[j]) << 16;
+                std::memcpy(to + i + j, &bits, 4);
+                bad += (in[j] & 0x7F80) == 0x7F80;
+            }
+        }
+    } else if (e.dtype == "F16") {
+        auto raw = torch::from_blob(const_cast<unsigned char*>(bytes), {n}, torch::kFloat16);
+        torch::from_blob(to, {n}, torch::kFloat32).copy_(raw);
+        for (int64_t i = 0; i < n; ++i) {
+            uint16_t h;
+            std::memcpy(&h, bytes + 2 * i, 2);
+            bad += (h & 0x7C00) == 0x7C00;
+        }
+    } else {
+        std::memcpy(to, bytes, size_t(n) * 4);
+        const uint32_t* bits = reinterpret_cast<const uint32_t*>(to);
+        for (int64_t i = 0; i < n; ++i) bad += (bits[i] & 0x7F800000u) == 0x7F800000u;
+    }
     // The pages this tensor occupied are no longer needed: give them back, so that resident
     // memory holds each weight once (as float32), not also its bytes on disk.
     const long page = sysconf(_SC_PAGESIZE);
     const uintptr_t first = (reinterpret_cast<uintptr_t>(bytes) + page - 1) / page * page;
     const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + (e.end - e.begin)) / page * page;
     if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-    return out;
+    return bad;
 }
 
 Result<SafetensorsFile> readSafetensors(const std::string& path) {

@@ -43,8 +43,11 @@ public:
     const std::vector<SafetensorsEntry>& entries() const { return entries_; }
     const SafetensorsEntry* find(const std::string& name) const;
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
-    // A float32 CPU copy of the tensor; its mapped pages are released afterwards.
-    torch::Tensor toFloat32(const SafetensorsEntry& entry) const;
+    // A float32 CPU copy of the tensor; its mapped pages are released afterwards. Counts the
+    // NaN and infinite values into *nonFinite when given (in the same pass).
+    torch::Tensor toFloat32(const SafetensorsEntry& entry, int64_t* nonFinite = nullptr) const;
+    // The same into `into` (entry.elements() floats); returns the count of NaN and infinities.
+    int64_t convert(const SafetensorsEntry& entry, float* into) const;
 
 private:
     SafetensorsMapping() = default;

@@ -119,10 +119,10 @@ torch::Tensor Transformer::slotValues(int64_t layer) const { return layers_.at(s
 
 torch::Tensor Transformer::outputEmbedding() const { return embedding_; }
 
-FfnDiagnostics Transformer::ffnDiagnostics(int64_t layer, const torch::Tensor& ffnInput,
-                                           const torch::Tensor& slots, FfnKind kind,
-                                           double tauScale) const {
-    return core::ffnDiagnostics(ffnInput, slots, layers_.at(size_t(layer)).ffn, kind, tauScale);
+FfnDiagnostics Transformer::ffnDiagnostics(int64_t layer, const torch::Tensor& input,
+                                           const torch::Tensor& slots, const torch::Tensor&,
+                                           FfnKind kind, double tauScale) const {
+    return core::ffnDiagnostics(input, slots, layers_.at(size_t(layer)).ffn, kind, tauScale);
 }
 
 torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,

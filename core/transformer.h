@@ -37,9 +37,9 @@ public:
     torch::Tensor forward(const torch::Tensor& ids, const RunSpec& run,
                           ForwardTrace* trace = nullptr) const override;
     torch::Tensor attentionGamma(int64_t layer) const override;
-    FfnDiagnostics ffnDiagnostics(int64_t layer, const torch::Tensor& ffnInput,
-                                  const torch::Tensor& slots, FfnKind kind,
-                                  double tauScale) const override;
+    FfnDiagnostics ffnDiagnostics(int64_t layer, const torch::Tensor& input,
+                                  const torch::Tensor& slots, const torch::Tensor& output,
+                                  FfnKind kind, double tauScale) const override;
     torch::Tensor slotValues(int64_t layer) const override;
     torch::Tensor outputEmbedding() const override;
     torch::Device device() const override;

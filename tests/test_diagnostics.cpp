@@ -127,6 +127,41 @@ private Q_SLOTS:
                                  FfnKind::Softmax, 0.1);
         QVERIFY(!ds.rule.exactZero);
     }
+
+    void gatedFfnByHand() {
+        // slot activations (3 tokens × 2 memory) and down (d 2 × 2 memory) chosen by hand: the output rows
+        // are (1, 0), (0, -1) and (6, 3); their six values have mean 1.5 and variance 33.5 / 6.
+        GatedFfnWeights w;
+        w.down = torch::tensor({1.0f, 2.0f, 0.0f, 1.0f}).view({2, 2});
+        const auto memory = torch::tensor({1.0f, 0.0f, 2.0f, -1.0f, 0.0f, 3.0f}).view({3, 2});
+        const auto d = gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Relu, 0.1);
+        QVERIFY(d.rule.exactZero);
+        QVERIFY(std::abs(d.sparsity - 2.0 / 6.0) < 1e-6);
+        QVERIFY(std::abs(d.outputVariance - 33.5 / 6.0) < 1e-6);
+        QCOMPARE(d.outputVarianceBySlots.size(), size_t(1));
+        QVERIFY(std::abs(d.outputVarianceBySlots[0].variance - 33.5 / 6.0) < 1e-6);
+        // a silu gate counts |m| below tau / d_ff = 0.05: only the two exact zeros here
+        QVERIFY(std::abs(gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1).sparsity - 2.0 / 6.0) < 1e-6);
+    }
+
+    void gatedSlotCurveSumsPrefixesOfDown() {
+        torch::manual_seed(5);
+        GatedFfnWeights w;
+        w.down = torch::randn({6, 40}, torch::kFloat64).to(torch::kFloat32);
+        const auto memory = torch::randn({9, 40});
+        const auto d = gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1);
+        QCOMPARE(d.outputVarianceBySlots.size(), size_t(3));  // 16, 32, 40 memory
+        for (const auto& bucket : d.outputVarianceBySlots) {
+            // the first n memory alone, summed slot by slot in double
+            auto out = torch::zeros({9, 6}, torch::kFloat64);
+            for (int64_t i = 0; i < bucket.nHigh; ++i) {
+                out += memory.select(1, i).to(torch::kFloat64).unsqueeze(1) *
+                       w.down.select(1, i).to(torch::kFloat64).unsqueeze(0);
+            }
+            const double expected = out.var(false).item<double>();
+            QVERIFY2(std::abs(bucket.variance - expected) < 1e-5 * expected, qPrintable(QString::number(bucket.nHigh)));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestDiagnostics)
