@@ -131,6 +131,28 @@ private Q_SLOTS:
         QCOMPARE(found, QString("layer 0 · query head 3 · kv head 0"));
     }
 
+    void aNewHeadGridDrawsItsThumbnailsOnFirstPaint() {
+        // A grid made after the result exists may be painted before its refresh(): its
+        // thumbnails must be drawn all the same (the render command makes views this way).
+        HeadGridView grid(state_);
+        grid.resize(900, 500);
+        grid.setAttribute(Qt::WA_DontShowOnScreen);
+        grid.show();
+        const QImage image = grid.grab().toImage();
+        QRect cell;
+        for (int x = 0; x < grid.width(); ++x) {
+            for (int y = 0; y < grid.height(); ++y) {
+                if (grid.headAt({x, y}) == QPoint(0, 0)) cell |= QRect(x, y, 1, 1);
+            }
+        }
+        QVERIFY(cell.width() > 10);
+        // the bottom-left corner holds the last query against the first key: a visible entry
+        const QColor corner = image.pixelColor(cell.left() + 3, cell.bottom() - 3);
+        QVERIFY2(corner != QColor(Qt::white) && corner != QColor(236, 236, 240), qPrintable(corner.name()));
+        // and the top-right corner (the first query against the last key) is masked
+        QCOMPARE(image.pixelColor(cell.right() - 3, cell.top() + 3), QColor(236, 236, 240));
+    }
+
     void swappingTheGateActivationRecomputes() {
         auto* ffn = window_->controls()->findChild<QComboBox*>("ffnBox");
         ffn->setCurrentIndex(ffn->findText("relu"));

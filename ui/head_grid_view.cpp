@@ -60,6 +60,8 @@ void HeadGridView::buildThumbnails() {
     auto result = state_->result();
     if (!result || builtFrom_ == result.get()) return;
     builtFrom_ = result.get();
+    layers_ = int(result->model.nLayers);  // a paint may come before refresh()
+    heads_ = int(result->model.nHeads);
     thumbnails_.clear();
     const int64_t L = int64_t(result->tokens.size());
     for (int l = 0; l < layers_; ++l) {
