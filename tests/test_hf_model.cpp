@@ -324,6 +324,37 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(again.error()), QString::fromStdString(request.out) + " already holds a model; add --force to replace it");
     }
 
+    void theCommandLineImportsAndInspects() {
+        // relulens import-llama2c, then inspect --json on the folder it wrote: the JSON's model
+        // block names the family and the shapes; BOS leads the tokens.
+        const QString out = dir_.filePath("cli-import");
+        QProcess relulens;
+        relulens.start(QString::fromStdString(relulens::test::binPath("relulens")),
+                       {"import-llama2c", "--model", llama2c_ + "/v0_untied_gqa.bin", "--tokenizer",
+                        QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model")), "--out", out});
+        QVERIFY(relulens.waitForFinished(60000));
+        QVERIFY2(relulens.exitCode() == 0, relulens.readAllStandardError().constData());
+        QCOMPARE(QString(relulens.readAllStandardOutput()),
+                 "llama2.c v0 model (dim 48, 2 layers, 6 heads / 2 kv heads, vocab 512, separate classifier) written to " +
+                     out + " as a Hugging Face llama folder\n");
+        const QString json = dir_.filePath("cli.json");
+        relulens.start(QString::fromStdString(relulens::test::binPath("relulens")),
+                       {"inspect", "--model", out, "--text", "Hello world", "--attention", "relu_len", "--json", json});
+        QVERIFY(relulens.waitForFinished(60000));
+        QVERIFY2(relulens.exitCode() == 0, relulens.readAllStandardError().constData());
+        const auto j = readJson(json);
+        QCOMPARE(j["model"]["family"].get<std::string>(), std::string("llama"));
+        QCOMPARE(j["model"]["n_heads"].get<int>(), 6);
+        QCOMPARE(j["model"]["n_kv_heads"].get<int>(), 2);
+        QCOMPARE(j["model"]["head_dim"].get<int>(), 8);
+        QCOMPARE(j["model"]["ffn"].get<std::string>(), std::string("silu"));
+        QVERIFY(j["model"]["gated_ffn"].get<bool>());
+        QCOMPARE(j["run"]["attention"]["variant"].get<std::string>(), std::string("relu_len"));
+        QCOMPARE(j["tokens"][0]["id"].get<int>(), 1);
+        QCOMPARE(j["tokens"].size(), size_t(9));
+        QCOMPARE(j["layers"][1]["heads"].size(), size_t(6));
+    }
+
     void llama2cRefusesATruncatedFile() {
         const QString path = llama2c_ + "/v0_tied.bin";
         QByteArray bytes = readAll(path);

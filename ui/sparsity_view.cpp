@@ -92,10 +92,14 @@ void SparsityView::refresh() {
     data->setSize(heads, layers);
     data->setRange(QCPRange(0, heads - 1), QCPRange(0, layers - 1));
     grid_->clearItems();
+    // Numbers in the cells only while cells can hold them (models with many heads show colours;
+    // the CSV export has the values).
+    const bool numbers = heads <= 12 && layers <= 24;
     for (int l = 0; l < layers; ++l) {
         for (int h = 0; h < heads; ++h) {
             const double v = cellValue(l, h);
             data->setCell(h, l, v);
+            if (!numbers) continue;
             auto* label = new QCPItemText(grid_);
             label->position->setCoords(h, l);
             label->setText(QString::number(v, 'f', metric_ == Metric::Entropy ? 2 : 3));
