@@ -68,8 +68,11 @@ commands:
       [--model DIR (bundled softmax)] [--file TEXT] [--sizes 128 512 2048 8192]
       [--repeats 5] [--device auto|cpu|cuda[:N]] [--json OUT] [--no-gui]
       [--baseline [--baseline-repeats 3] [--python /usr/bin/python3]]
+      [--tokenizer tokenizer.json|tokenizer.model [--megabytes 1]]
                     --baseline also runs bench/baseline.py (PyTorch eager, every map
-                    returned, matplotlib) on the same tokens and prints the ratios
+                    returned, matplotlib) on the same tokens and prints the ratios;
+                    --tokenizer times encoding --megabytes MB of --file with a tokenizer
+                    (alone, unless --model is given too)
   --version         print the version and the compute back-ends
   --help            print this help
 )";

@@ -47,7 +47,7 @@ std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsI
     for (int64_t i = 0; i < values.size(0); ++i) {
         for (int64_t j = 0; j < values.size(1); ++j) {
             const int64_t id = indices[i][j].item<int64_t>();
-            out[size_t(i)].push_back({id, tokenizer.piece(id), values[i][j].item<double>()});
+            out[size_t(i)].push_back({id, tokenizer.piece(id), tokenizer.readable(id), values[i][j].item<double>()});
         }
     }
     return out;

@@ -51,6 +51,7 @@ struct HeadMap {
 struct Prediction {
     int64_t id = 0;
     std::string piece;
+    std::string readable;  // as a person reads it (Tokenizer::readable)
     double probability = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -188,27 +189,55 @@ Status locateTensors(OpenFolder& f, const json& weightMap) {
     return {};
 }
 
-Status openTokenizer(OpenFolder& f, const fs::path& dir) {
-    std::error_code ec;
-    const fs::path model = dir / "tokenizer.model";
-    if (!fs::exists(model, ec)) {
-        if (fs::exists(dir / "tokenizer.json", ec)) {
-            return Error{(dir / "tokenizer.json").string() +
-                         ": this folder has only a tokenizer.json; ReluLens reads SentencePiece "
-                         "tokenizer.model files (llama 2, TinyLlama, mistral, gemma)"};
-        }
-        return Error{model.string() + ": missing (no tokenizer in the folder)"};
+// Llama 3's original/tokenizer.model is a tiktoken file: lines of "<base64 piece> <rank>".
+bool looksLikeTiktoken(const fs::path& path) {
+    std::ifstream in(path);
+    std::string line;
+    if (!std::getline(in, line)) return false;
+    const auto space = line.find(' ');
+    if (space == std::string::npos || space == 0) return false;
+    for (size_t i = 0; i < space; ++i) {
+        const char c = line[i];
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=') return false;
     }
-    auto tokenizer = Tokenizer::load(model.string());
+    return line.find_first_not_of("0123456789", space + 1) == std::string::npos;
+}
+
+// tokenizer.model when it is SentencePiece, else tokenizer.json (byte-level BPE).
+Result<Tokenizer> chooseTokenizer(const fs::path& dir) {
+    std::error_code ec;
+    const fs::path model = dir / "tokenizer.model", json = dir / "tokenizer.json";
+    const fs::path config = dir / "tokenizer_config.json";
+    const bool hasJson = fs::exists(json, ec);
+    std::string modelProblem;
+    if (fs::exists(model, ec)) {
+        auto spm = Tokenizer::load(model.string());
+        if (spm) return spm;
+        modelProblem = looksLikeTiktoken(model)
+                           ? model.string() + " is a tiktoken vocabulary, not a SentencePiece model"
+                           : spm.error();
+        if (!hasJson) return Error{modelProblem + ", and there is no tokenizer.json beside it"};
+    }
+    if (!hasJson) return Error{model.string() + ": missing (no tokenizer.model or tokenizer.json in the folder)"};
+    return Tokenizer::loadJson(json.string(), fs::exists(config, ec) ? config.string() : std::string());
+}
+
+Status openTokenizer(OpenFolder& f, const fs::path& dir) {
+    auto tokenizer = chooseTokenizer(dir);
     if (!tokenizer) return Error{tokenizer.error()};
     if (tokenizer->vocabSize() > f.config.vocab) {
-        return Error{model.string() + ": the tokenizer has " + std::to_string(tokenizer->vocabSize()) +
+        return Error{tokenizer->path() + ": the tokenizer has " + std::to_string(tokenizer->vocabSize()) +
                      " pieces, config.json says vocab_size " + std::to_string(f.config.vocab)};
     }
-    // BOS: tokenizer_config.json's add_bos_token, else the family's habit (llama, mistral and
-    // gemma add it; qwen has none).
+    if (tokenizer->kind() == "bpe") {  // its template and tokenizer_config.json chose the BOS
+        f.tokenizer = std::move(*tokenizer);
+        return {};
+    }
+    // SentencePiece: tokenizer_config.json's add_bos_token, else the family's habit (llama,
+    // mistral and gemma add it; qwen has none).
     bool addBos = f.config.family != "qwen2" && f.config.family != "qwen3";
     std::string bosPiece;
+    std::error_code ec;
     const fs::path tokenizerConfig = dir / "tokenizer_config.json";
     if (fs::exists(tokenizerConfig, ec)) {
         auto j = readJson(tokenizerConfig.string());

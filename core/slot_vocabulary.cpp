@@ -13,7 +13,7 @@ SlotVocabulary::SlotVocabulary(const LanguageModel& model, const Tokenizer& toke
     const int64_t V = embedding_.size(0);
     std::vector<uint8_t> excluded(size_t(V), 1);
     for (int64_t id = 0; id < std::min(V, tokenizer.vocabSize()); ++id) {
-        pieces_.push_back(tokenizer.piece(id));
+        pieces_.push_back(tokenizer.readable(id));
         excluded[size_t(id)] = tokenizer.isSpecial(id) ? 1 : 0;
     }
     excluded_ = torch::tensor(excluded, torch::kUInt8).to(torch::kBool).to(embedding_.device());

@@ -1,3 +1,4 @@
+// Tokenizers behind one interface: SentencePiece models, and byte-level BPE tokenizer.json files.
 // SentencePiece is never linked into ReluLens. Debian's libsentencepiece carries a private
 // protobuf that clashes with the one LibTorch loads, crashing the process before main().
 // The module is loaded with RTLD_LOCAL | RTLD_DEEPBIND so each side keeps its own protobuf.
@@ -7,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 
+#include "core/bpe_tokenizer.h"
 #include "core/sentencepiece_module/spm_api.h"
 
 namespace relulens::core {
@@ -149,12 +152,134 @@ const Api& api() {
 
 }  // namespace
 
-struct Tokenizer::Handle {
-    rl_spm* model = nullptr;
-    ~Handle() {
-        if (model) api().free(model);
+// What every kind of tokenizer model answers; Tokenizer adds the BOS token.
+struct Tokenizer::Backend {
+    virtual ~Backend() = default;
+    virtual std::vector<Token> encode(const std::string& text) const = 0;
+    virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+    virtual std::string piece(int64_t id) const = 0;
+    virtual bool isSpecial(int64_t id) const = 0;
+    virtual int64_t vocabSize() const = 0;
+    // The bytes of text the id stands for (its piece for control and special tokens).
+    virtual std::string bytesOf(int64_t id) const = 0;
+    virtual int64_t pieceId(const std::string& piece) const {
+        for (int64_t id = 0; id < vocabSize(); ++id) {
+            if (this->piece(id) == piece) return id;
+        }
+        return -1;
     }
 };
+
+namespace {
+
+class SentencePieceBackend : public Tokenizer::Backend {
+public:
+    explicit SentencePieceBackend(rl_spm* model) : model_(model) {}
+    ~SentencePieceBackend() override { api().free(model_); }
+
+    std::vector<Token> encode(const std::string& text) const override {
+        const Api& a = api();
+        rl_spm_token* raw = nullptr;
+        size_t count = 0;
+        char err[512] = {0};
+        std::vector<Token> tokens;
+        if (a.encode(model_, text.data(), text.size(), &raw, &count, err, sizeof err) != 0) {
+            return tokens;
+        }
+        tokens.reserve(count);
+        for (size_t i = 0; i < count; ++i) {
+            tokens.push_back({raw[i].id, piece(raw[i].id), raw[i].begin, raw[i].end});
+        }
+        // SentencePiece gives the byte-fallback pieces of one character an empty span at the
+        // character's start and the last of them the character's whole span. Each such piece
+        // stands for one byte, so piece k gets byte k of the character: spans then tile the
+        // text and views can map each token to bytes. A malformed byte is replaced by U+FFFD,
+        // three pieces for one byte: pieces past the character's end get an empty span at its
+        // end.
+        for (size_t i = 0; i < count;) {
+            if (a.isByte(model_, raw[i].id) == 0) {
+                ++i;
+                continue;
+            }
+            const size_t begin = raw[i].begin;
+            size_t next = i, characterEnd = begin;  // pieces i..next-1 spell one character
+            while (next < count && raw[next].begin == begin && a.isByte(model_, raw[next].id) != 0) {
+                characterEnd = std::max<size_t>(characterEnd, raw[next].end);
+                ++next;
+            }
+            for (size_t k = i; k < next; ++k) {
+                tokens[k].start = std::min(begin + (k - i), characterEnd);
+                tokens[k].end = std::min(begin + (k - i) + 1, characterEnd);
+            }
+            i = next;
+        }
+        a.freeTokens(raw);
+        return tokens;
+    }
+
+    std::string decode(const std::vector<int64_t>& ids) const override {
+        const Api& a = api();
+        std::vector<int32_t> narrow(ids.begin(), ids.end());
+        char* out = nullptr;
+        size_t len = 0;
+        char err[512] = {0};
+        if (a.decode(model_, narrow.data(), narrow.size(), &out, &len, err, sizeof err) != 0) return {};
+        std::string text(out, len);
+        a.freeString(out);
+        return text;
+    }
+
+    std::string piece(int64_t id) const override {
+        const char* p = api().idToPiece(model_, static_cast<int32_t>(id));
+        return p ? std::string(p) : std::string();
+    }
+
+    bool isSpecial(int64_t id) const override {
+        const auto narrow = static_cast<int32_t>(id);
+        return api().isByte(model_, narrow) != 0 || api().isControl(model_, narrow) != 0;
+    }
+
+    int64_t vocabSize() const override { return api().vocabSize(model_); }
+
+    std::string bytesOf(int64_t id) const override {
+        std::string p = piece(id);
+        const auto narrow = static_cast<int32_t>(id);
+        if (api().isByte(model_, narrow) != 0 && p.size() == 6) {  // "<0xE2>"
+            return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16)));
+        }
+        if (api().isControl(model_, narrow) != 0) return p;
+        std::string out;  // "▁" (U+2581, 3 bytes) marks a space
+        for (size_t i = 0; i < p.size();) {
+            if (p.compare(i, 3, "\xE2\x96\x81") == 0) {
+                out += ' ';
+                i += 3;
+            } else {
+                out += p[i++];
+            }
+        }
+        return out;
+    }
+
+private:
+    rl_spm* model_;
+};
+
+class BpeBackend : public Tokenizer::Backend {
+public:
+    explicit BpeBackend(BpeTokenizer bpe) : bpe_(std::move(bpe)) {}
+    std::vector<Token> encode(const std::string& text) const override { return bpe_.encode(text); }
+    std::string decode(const std::vector<int64_t>& ids) const override { return bpe_.decode(ids); }
+    std::string piece(int64_t id) const override { return bpe_.piece(id); }
+    bool isSpecial(int64_t id) const override { return bpe_.isSpecial(id); }
+    int64_t vocabSize() const override { return bpe_.vocabSize(); }
+    std::string bytesOf(int64_t id) const override { return bpe_.bytesOf(id); }
+    int64_t pieceId(const std::string& piece) const override { return bpe_.pieceId(piece); }
+
+private:
+    BpeTokenizer bpe_;
+};
+
+}  // namespace
 
 Result<std::string> Tokenizer::modulePath() {
     const Api& a = api();
@@ -171,9 +296,21 @@ Result<Tokenizer> Tokenizer::load(const std::string& modelPath) {
     rl_spm* model = a.load(modelPath.c_str(), err, sizeof err);
     if (!model) return Error{modelPath + ": not a SentencePiece model (" + err + ")"};
     Tokenizer tokenizer;
-    tokenizer.handle_ = std::make_shared<Handle>();
-    tokenizer.handle_->model = model;
+    tokenizer.backend_ = std::make_shared<SentencePieceBackend>(model);
     tokenizer.path_ = modelPath;
+    tokenizer.kind_ = "sentencepiece";
+    return tokenizer;
+}
+
+Result<Tokenizer> Tokenizer::loadJson(const std::string& tokenizerJson,
+                                      const std::string& tokenizerConfig) {
+    auto bpe = BpeTokenizer::load(tokenizerJson, tokenizerConfig);
+    if (!bpe) return Error{bpe.error()};
+    Tokenizer tokenizer;
+    tokenizer.bos_ = bpe->bos();
+    tokenizer.backend_ = std::make_shared<BpeBackend>(std::move(*bpe));
+    tokenizer.path_ = tokenizerJson;
+    tokenizer.kind_ = "bpe";
     return tokenizer;
 }
 
@@ -226,78 +363,60 @@ Status Tokenizer::train(const TokenizerTrainOptions& o) {
 }
 
 std::vector<Token> Tokenizer::encode(const std::string& text) const {
-    const Api& a = api();
-    rl_spm_token* raw = nullptr;
-    size_t count = 0;
-    char err[512] = {0};
     std::vector<Token> tokens;
-    if (a.encode(handle_->model, text.data(), text.size(), &raw, &count, err, sizeof err) != 0) {
-        return tokens;
-    }
-    tokens.reserve(count + 1);
     if (bos_ >= 0) tokens.push_back({bos_, piece(bos_), 0, 0});
-    const size_t first = tokens.size();
-    for (size_t i = 0; i < count; ++i) {
-        tokens.push_back({raw[i].id, piece(raw[i].id), raw[i].begin, raw[i].end});
+    auto body = backend_->encode(text);
+    if (tokens.empty()) {
+        tokens = std::move(body);
+    } else {
+        tokens.insert(tokens.end(), std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
     }
-    // SentencePiece gives the byte-fallback pieces of one character an empty span at the
-    // character's start and the last of them the character's whole span. Each such piece
-    // stands for one byte, so piece k gets byte k of the character: spans then tile the text
-    // and views can map each token to bytes. A malformed byte is replaced by U+FFFD, three
-    // pieces for one byte: pieces past the character's end get an empty span at its end.
-    for (size_t i = 0; i < count;) {
-        if (a.isByte(handle_->model, raw[i].id) == 0) {
-            ++i;
-            continue;
-        }
-        const size_t begin = raw[i].begin;
-        size_t next = i, characterEnd = begin;  // pieces i..next-1 spell one character
-        while (next < count && raw[next].begin == begin &&
-               a.isByte(handle_->model, raw[next].id) != 0) {
-            characterEnd = std::max<size_t>(characterEnd, raw[next].end);
-            ++next;
-        }
-        for (size_t k = i; k < next; ++k) {
-            tokens[first + k].start = std::min(begin + (k - i), characterEnd);
-            tokens[first + k].end = std::min(begin + (k - i) + 1, characterEnd);
-        }
-        i = next;
-    }
-    a.freeTokens(raw);
+    for (auto& t : tokens) t.readable = readable(t.id);
     return tokens;
 }
 
-std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
-    const Api& a = api();
-    std::vector<int32_t> narrow(ids.begin(), ids.end());
-    char* out = nullptr;
-    size_t len = 0;
-    char err[512] = {0};
-    if (a.decode(handle_->model, narrow.data(), narrow.size(), &out, &len, err, sizeof err) != 0) {
-        return {};
+namespace {
+
+// Bytes of text as a person reads them in a token chip: see Tokenizer::readable.
+std::string readableText(const std::string& bytes) {
+    std::string out;
+    for (size_t i = 0; i < bytes.size();) {
+        const unsigned char c = static_cast<unsigned char>(bytes[i]);
+        if (c == ' ') out += "\xE2\x96\x81";             // ▁
+        else if (c == '\n') out += "\xE2\x86\xB5";        // ↵
+        else if (c == '\t') out += "\xE2\x87\xA5";        // ⇥
+        else if (c == '\r') out += "\xE2\x90\x8D";        // ␍
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+            ++i;
+            continue;
+        }
+        // one whole UTF-8 character, or a lone byte
+        size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        const std::string character = length ? bytes.substr(i, length) : std::string();
+        if (length && character.size() == length && firstInvalidUtf8(character) < 0 && c >= 0x20 && c != 0x7F) {
+            out += character;
+            i += length;
+        } else {
+            char name[16];
+            std::snprintf(name, sizeof name, "%sbyte 0x%02X", out.empty() ? "" : " ", c);
+            out += name;
+            ++i;
+        }
     }
-    std::string text(out, len);
-    a.freeString(out);
-    return text;
+    return out;
 }
 
-std::string Tokenizer::piece(int64_t id) const {
-    const char* p = api().idToPiece(handle_->model, static_cast<int32_t>(id));
-    return p ? std::string(p) : std::string();
+}  // namespace
+
+std::string Tokenizer::readable(int64_t id) const {
+    if (isSpecial(id) && backend_->bytesOf(id).size() != 1) return piece(id);  // <s>, <|eot_id|>
+    return readableText(backend_->bytesOf(id));
 }
 
-bool Tokenizer::isSpecial(int64_t id) const {
-    const auto narrow = static_cast<int32_t>(id);
-    return api().isByte(handle_->model, narrow) != 0 || api().isControl(handle_->model, narrow) != 0;
-}
-
-int64_t Tokenizer::vocabSize() const { return api().vocabSize(handle_->model); }
-
-int64_t Tokenizer::pieceId(const std::string& wanted) const {
-    for (int64_t id = 0; id < vocabSize(); ++id) {
-        if (piece(id) == wanted) return id;
-    }
-    return -1;
-}
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const { return backend_->decode(ids); }
+std::string Tokenizer::piece(int64_t id) const { return backend_->piece(id); }
+bool Tokenizer::isSpecial(int64_t id) const { return backend_->isSpecial(id); }
+int64_t Tokenizer::vocabSize() const { return backend_->vocabSize(); }
+int64_t Tokenizer::pieceId(const std::string& piece) const { return backend_->pieceId(piece); }
 
 }  // namespace relulens::core

@@ -1,5 +1,6 @@
-// A SentencePiece tokenizer reached through the dlopen'ed module librelulens_spm.so.
-// Tokens carry byte offsets into the original text so views can map them back to characters.
+// A tokenizer: SentencePiece (reached through the dlopen'ed module librelulens_spm.so) or a
+// Hugging Face byte-level BPE tokenizer.json. Tokens carry byte offsets into the original text
+// so views can map them back to characters.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,9 +17,10 @@ int64_t firstInvalidUtf8(const std::string& text);
 
 struct Token {
     int64_t id = 0;
-    std::string piece;  // SentencePiece piece, "▁" marks a preceding space
+    std::string piece;  // the vocabulary's piece: "▁" (SentencePiece) or "Ġ" (byte-level BPE) marks a space
     size_t start = 0;   // byte offset of the token's text in the input
     size_t end = 0;     // one past its last byte
+    std::string readable;  // the piece as a person reads it (see Tokenizer::readable)
 };
 
 struct TokenizerTrainOptions {
@@ -31,14 +33,25 @@ struct TokenizerTrainOptions {
 
 class Tokenizer {
 public:
+    // A SentencePiece model.
     static Result<Tokenizer> load(const std::string& modelPath);
+    // A Hugging Face tokenizer.json (byte-level BPE) with tokenizer_config.json when the path is
+    // not empty; the BOS is the one its template (or add_bos_token) puts first.
+    static Result<Tokenizer> loadJson(const std::string& tokenizerJson,
+                                      const std::string& tokenizerConfig);
     static Status train(const TokenizerTrainOptions& options);
+    const std::string& kind() const { return kind_; }  // "sentencepiece" or "bpe"
 
     // Tokens of `text`, after the BOS token when one is set (an empty span at 0).
     std::vector<Token> encode(const std::string& text) const;
     std::string decode(const std::vector<int64_t>& ids) const;
     std::string piece(int64_t id) const;
-    // Control symbols (<unk>, <s>, </s>) and byte-fallback pieces (<0xAB>).
+    // The piece as a person reads it, whatever the tokenizer's spelling: spaces as "▁", "↵"
+    // for a newline, "⇥" for a tab, "byte 0xE2" for a byte that is not a whole character;
+    // control and special tokens as their piece ("<s>", "<|begin_of_text|>").
+    std::string readable(int64_t id) const;
+    // Control symbols (<unk>, <s>, </s>), byte-fallback pieces (<0xAB>) and special added
+    // tokens (<|begin_of_text|>).
     bool isSpecial(int64_t id) const;
     int64_t vocabSize() const;
     const std::string& path() const { return path_; }
@@ -51,10 +64,12 @@ public:
     // Where the module was found (or why not); for --version and error messages.
     static Result<std::string> modulePath();
 
+    struct Backend;
+
 private:
-    struct Handle;
-    std::shared_ptr<Handle> handle_;
+    std::shared_ptr<const Backend> backend_;
     std::string path_;
+    std::string kind_;
     int64_t bos_ = -1;
 };
 

@@ -8,7 +8,7 @@ RELULENS_BUILD="${RELULENS_BUILD:-$RELULENS_ROOT/build}"
 RELULENS_PACKAGES=(cmake g++ make pkg-config
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libtorch-dev libsentencepiece-dev sentencepiece libopenblas0 nlohmann-json3-dev
-  xvfb xauth python3-numpy
+  xvfb xauth python3-numpy libpcre2-dev libicu-dev
   dpkg-dev file desktop-file-utils appstream)
 
 relulens_install_packages() {
@@ -26,6 +26,25 @@ relulens_install_packages() {
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The npm packages the tokenizer tests compare against (pinned in tests/package-lock.json),
+# installed into the build folder when the lock file changed. Node and npm come with this
+# machine kind; Debian's nodejs and npm are installed only when they are missing.
+relulens_install_npm() {
+  if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  local target="$RELULENS_BUILD/npm"
+  mkdir -p "$target"
+  if ! cmp -s "$RELULENS_ROOT/tests/package-lock.json" "$target/package-lock.json" ||
+     [ ! -d "$target/node_modules/@lenml/tokenizers" ]; then
+    cp "$RELULENS_ROOT/tests/package.json" "$RELULENS_ROOT/tests/package-lock.json" "$target/"
+    (cd "$target" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
 }
 
 relulens_build() {

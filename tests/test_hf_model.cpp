@@ -281,7 +281,7 @@ private Q_SLOTS:
         QCOMPARE(int(promoted.size()), 10);
         for (int i = 0; i < 10; ++i) {
             QCOMPARE(promoted[size_t(i)].id, expected[i].item<int64_t>());
-            QCOMPARE(promoted[size_t(i)].piece, loaded->tokenizer.piece(promoted[size_t(i)].id));
+            QCOMPARE(promoted[size_t(i)].piece, loaded->tokenizer.readable(promoted[size_t(i)].id));
         }
         QVERIFY(vocabulary.promoted(layer, 10'000).empty());
     }
@@ -376,7 +376,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("damage");
         for (const char* d : {"unsupported family", "gemma2", "missing shard", "index names a missing tensor",
                               "shape contradicts the config", "pickle only", "tokenizer vocabulary",
-                              "no BOS id", "tokenizer.json only", "unexpected tensor", "NaN weights",
+                              "no BOS id", "unsupported tokenizer.json", "tiktoken tokenizer.model", "unexpected tensor", "NaN weights",
                               "rope scaling", "head count"}) {
             QTest::newRow(d) << QString(d);
         }
@@ -426,10 +426,15 @@ private Q_SLOTS:
             writeJson(path + "/config.json", config);
             expected = path + ": the tokenizer should add a BOS token, but neither config.json (bos_token_id) "
                               "nor tokenizer_config.json names one";
-        } else if (damage == "tokenizer.json only") {
-            QVERIFY(QFile::rename(path + "/tokenizer.model", path + "/tokenizer.json"));
-            expected = path + "/tokenizer.json: this folder has only a tokenizer.json; ReluLens reads "
-                              "SentencePiece tokenizer.model files (llama 2, TinyLlama, mistral, gemma)";
+        } else if (damage == "unsupported tokenizer.json") {
+            // with no tokenizer.model, the tokenizer.json is read: here a Unigram one
+            QVERIFY(QFile::remove(path + "/tokenizer.model"));
+            writeJson(path + "/tokenizer.json", {{"model", {{"type", "Unigram"}, {"vocab", json::array()}}}});
+            expected = path + "/tokenizer.json: model type 'Unigram' is not supported (only BPE)";
+        } else if (damage == "tiktoken tokenizer.model") {
+            writeAll(path + "/tokenizer.model", "IQ== 0\nIg== 1\n");
+            expected = path + "/tokenizer.model is a tiktoken vocabulary, not a SentencePiece model, and "
+                              "there is no tokenizer.json beside it";
         } else if (damage == "unexpected tensor") {
             auto file = readSafetensors((path + "/model.safetensors").toStdString());
             QVERIFY(file.ok());

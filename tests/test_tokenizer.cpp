@@ -108,6 +108,21 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(tokenizer_.piece(3)), QString("<0x00>"));
     }
 
+    void piecesReadAsText() {
+        // byte pieces are ids 3 + byte: a newline, a tab, a lone UTF-8 lead byte, a control byte
+        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0x0A)), QString("↵"));
+        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0x09)), QString("⇥"));
+        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0xE2)), QString("byte 0xE2"));
+        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0x01)), QString("byte 0x01"));
+        QCOMPARE(QString::fromStdString(tokenizer_.readable(1)), QString("<s>"));
+        const int64_t the = tokenizer_.pieceId("▁the");
+        QVERIFY(the > 258);
+        QCOMPARE(QString::fromStdString(tokenizer_.readable(the)), QString("▁the"));
+        // encode fills each token's readable form
+        const auto tokens = tokenizer_.encode("a\nb");
+        QVERIFY(std::any_of(tokens.begin(), tokens.end(), [](const Token& t) { return t.readable == "↵"; }));
+    }
+
     void badModelFileIsAnError() {
         auto missing = Tokenizer::load("/nonexistent/tokenizer.model");
         QVERIFY(!missing.ok());

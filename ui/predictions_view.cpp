@@ -44,7 +44,7 @@ void PredictionsView::refresh() {
         keys << i;
         values << top[size_t(i)].probability;
         maxP = std::max(maxP, top[size_t(i)].probability);
-        QString piece = QString::fromStdString(top[size_t(i)].piece);
+        QString piece = QString::fromStdString(top[size_t(i)].readable);
         ticker->addTick(i, QString("%1  %2").arg(piece).arg(top[size_t(i)].probability, 0, 'f', 3));
     }
     bars_->setData(keys, values);

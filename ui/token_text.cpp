@@ -4,10 +4,8 @@ namespace relulens::ui {
 
 QString tokenLabel(const core::CaptureResult& result, int index) {
     if (index < 0 || index >= int(result.tokens.size())) return QString();
-    QString piece = QString::fromStdString(result.tokens[size_t(index)].piece);
-    if (piece == "<0x0A>") return QStringLiteral("↵");
-    if (piece == "<0x09>") return QStringLiteral("⇥");
-    return piece;
+    const auto& token = result.tokens[size_t(index)];
+    return QString::fromStdString(token.readable.empty() ? token.piece : token.readable);
 }
 
 int tokenAtTextPosition(const core::CaptureResult& result, const QString& text, int position) {

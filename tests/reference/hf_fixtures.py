@@ -173,7 +173,8 @@ def make_case(out, case, seed, tokenizer):
     cfg.update(extra)
     cfg = {k: v for k, v in cfg.items() if not (k == "rope_theta" and v is None)}
     json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=2)
-    shutil.copyfile(tokenizer, os.path.join(folder, "tokenizer.model"))
+    if tokenizer:
+        shutil.copyfile(tokenizer, os.path.join(folder, "tokenizer.model"))
     tok = {"add_bos_token": False} if fam.startswith("qwen") else {"add_bos_token": True, "add_eos_token": False}
     json.dump(tok, open(os.path.join(folder, "tokenizer_config.json"), "w"))
     return {n: a for n, a, _ in t}  # the float64 originals, before rounding (for --self-check)
@@ -335,13 +336,45 @@ def self_check(out, originals):
     print("self-check passed")
 
 
+def make_bpe_folder(out, name, source):
+    """A small random model folder around a real tokenizer.json (a byte-level BPE vocabulary):
+    llama for names starting with "llama", else qwen3. Only for opening and running, so no
+    reference outputs are written for it."""
+    with open(os.path.join(source, "tokenizer.json")) as f:
+        tok = json.load(f)
+    vocab = 1 + max(max(tok["model"]["vocab"].values()),
+                    max((a["id"] for a in tok.get("added_tokens", [])), default=0))
+    fam = "llama" if name.startswith("llama") else "qwen3"
+    case = (name, fam, 16, 32, 2, 1, 8 if fam == "qwen3" else None, "BF16", True, 1, {})
+    global VOCAB
+    saved, VOCAB = VOCAB, vocab
+    try:
+        make_case(out, case, 7, None)
+    finally:
+        VOCAB = saved
+    folder = os.path.join(out, name)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        if os.path.exists(os.path.join(source, f)):
+            shutil.copyfile(os.path.join(source, f), os.path.join(folder, f))
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    cfg.pop("bos_token_id", None)
+    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--self-check", action="store_true")
+    ap.add_argument("--bpe", action="append", default=[], metavar="NAME=DIR",
+                    help="also write folder NAME with DIR's tokenizer.json (no reference outputs)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    for spec in args.bpe:
+        name, source = spec.split("=", 1)
+        make_bpe_folder(args.out, name, source)
+    if args.bpe:
+        return
     cases, originals = [], {}
     for seed, case in enumerate(CASES):
         name, fam = case[0], case[1]
