@@ -17,7 +17,9 @@
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
 #include "ui/inference_worker.h"
+#include "ui/map_jobs.h"
 #include "ui/sparsity_view.h"
+#include "ui/stall_probe.h"
 
 namespace relulens::app {
 
@@ -79,9 +81,13 @@ Bench& bench(int argc, char** argv) {
     return b;
 }
 
+// The worker and the map thread both idle.
 bool waitUntilIdle(ui::InferenceController& inference) {
-    while (inference.busy()) {
-        if (!waitFor(&inference, SIGNAL(busyChanged(bool)))) return false;
+    QElapsedTimer clock;
+    clock.start();
+    while (inference.busy() || ui::MapJobs::instance().pending() > 0) {
+        if (clock.elapsed() > kTimeoutMs) return false;
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
     }
     return true;
 }
@@ -102,9 +108,9 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     if (!waitUntilIdle(*b.inference)) return core::Error{"the worker did not finish"};
     QApplication::processEvents();
 
-    // Toggle → both views redrawn, from an idle worker (the user looks, then toggles).
-    std::vector<double> toggles;
-    for (int r = 0; r < repeats + 1; ++r) {
+    // Toggle → both views redrawn, from an idle worker (the user looks, then toggles), with the
+    // longest time the GUI thread did not turn its event loop meanwhile.
+    auto toggle = [&]() -> core::Result<double> {
         int pending = 2;
         QEventLoop loop;
         auto done = [&] { if (--pending == 0) loop.quit(); };
@@ -120,11 +126,28 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
         QObject::disconnect(c2);
         const double ms = double(timer.nsecsElapsed()) / 1e6;
         if (b.state->error().size()) return core::Error{b.state->error().toStdString()};
-        if (r > 0) toggles.push_back(ms);  // the first run warms up
         if (!waitUntilIdle(*b.inference)) return core::Error{"the worker did not finish"};
         QApplication::processEvents();
+        return ms;
+    };
+    std::vector<double> toggles, backs;
+    ui::StallProbe probe;
+    probe.start();
+    for (int r = 0; r < repeats + 1; ++r) {
+        b.inference->forgetRecent();  // a variant not seen before: a forward pass
+        auto ms = toggle();
+        if (!ms) return core::Error{ms.error()};
+        if (r > 0) toggles.push_back(*ms);  // the first run warms up
+    }
+    // Back to a variant seen moments ago: both variants are recent now.
+    for (int r = 0; r < repeats + 1; ++r) {
+        auto ms = toggle();
+        if (!ms) return core::Error{ms.error()};
+        if (r > 0) backs.push_back(*ms);
     }
     timings.toggleMs = median(toggles);
+    timings.toggleBackMs = median(backs);
+    timings.stallMs = probe.stop();
 
     // Text → capture → the attention map view in a PNG file.
     QTemporaryDir dir;

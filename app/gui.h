@@ -11,6 +11,9 @@ struct LoadedModel;
 
 namespace relulens::app {
 
+// Leaves out Qt's messages that mean nothing to a user (the offscreen platform's
+// "does not support propagateSizeHints()"); every other message is printed as before.
+void installMessageFilter();
 // Opens the window; with no display, renders the main views to PNG files instead.
 int runGui(int argc, char** argv);
 // relulens render ... (see --help)
@@ -18,6 +21,8 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& args);
 struct GuiTimings {
     double toggleMs = 0;         // activation toggle → attention map and sparsity views redrawn
     double textToPictureMs = 0;  // text → capture → attention map view written to a PNG
+    double toggleBackMs = 0;     // toggle back to a variant seen moments ago → both redrawn
+    double stallMs = 0;          // the GUI thread's longest stall during the toggles
 };
 // The window's part of `relulens bench`: medians through the real state, worker thread and
 // widgets, offscreen. Creates the QApplication on first use.

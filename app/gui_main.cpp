@@ -19,6 +19,18 @@
 namespace relulens::app {
 
 namespace {
+QtMessageHandler previousHandler = nullptr;
+}  // namespace
+
+void installMessageFilter() {
+    previousHandler = qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& context,
+                                                const QString& message) {
+        if (message.contains("does not support propagateSizeHints")) return;
+        if (previousHandler) previousHandler(type, context, message);
+    });
+}
+
+namespace {
 
 using ui::Settings;
 

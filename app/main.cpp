@@ -77,11 +77,32 @@ commands:
   --help            print this help
 )";
 
+// The part of the help about one command: its line and the indented lines under it, up to the
+// next command; empty for an unknown one.
+std::string commandHelp(const std::string& command) {
+    const std::string text = kHelp;
+    const std::string start = "\n  " + command + " ";
+    size_t at = text.find(start);
+    if (at == std::string::npos) return {};
+    ++at;
+    size_t end = at;
+    while (true) {
+        end = text.find('\n', end);
+        if (end == std::string::npos || end + 3 > text.size()) break;
+        // a line "  name" (two spaces, then a letter or "--") starts the next command
+        const bool next = text.compare(end + 1, 2, "  ") == 0 && text[end + 3] != ' ' && text[end + 3] != '\n';
+        if (next || text[end + 1] == '\n') break;
+        ++end;
+    }
+    return "usage: relulens " + text.substr(at + 2, (end == std::string::npos ? text.size() : end) - at - 2) + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
 #ifdef RELULENS_WITH_GUI
+    relulens::app::installMessageFilter();
     if (args.empty()) return relulens::app::runGui(argc, argv);
 #endif
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -99,6 +120,14 @@ int main(int argc, char** argv) {
     relulens::core::configureThreads();
     const std::string command = args[0];
     const std::vector<std::string> rest(args.begin() + 1, args.end());
+    for (const auto& arg : rest) {
+        if (arg == "--help" || arg == "-h") {
+            const std::string help = commandHelp(command);
+            if (help.empty()) break;  // an unknown command says so below
+            std::fputs(help.c_str(), stdout);
+            return 0;
+        }
+    }
     try {
         if (command == "inspect") return relulens::app::inspectCommand(rest);
         if (command == "train-tokenizer") return relulens::app::trainTokenizerCommand(rest);

@@ -151,6 +151,12 @@ torch::Tensor PooledMap::result() const {
 AttentionMaps::AttentionMaps(std::vector<Layer> layers, AttentionSpec spec, double scale)
     : layers_(std::move(layers)), spec_(spec), scale_(scale) {}
 
+int64_t AttentionMaps::bytes() const {
+    int64_t total = 0;
+    for (const auto& l : layers_) total += (l.q.numel() + l.k.numel()) * int64_t(l.q.element_size());
+    return total;
+}
+
 int64_t AttentionMaps::heads() const { return layers_.empty() ? 0 : layers_[0].q.size(0); }
 int64_t AttentionMaps::tokens() const { return layers_.empty() ? 0 : layers_[0].q.size(1); }
 

@@ -62,6 +62,7 @@ public:
     int64_t heads() const;
     int64_t tokens() const;
     const AttentionSpec& spec() const { return spec_; }
+    int64_t bytes() const;  // what the kept queries and keys take
 
     // Weights (or raw scores q·k / sqrt(d_head)) of rows [rowBegin, rowEnd) against keys
     // [keyBegin, keyEnd) of one head, or of the mean of the layer's heads for head -1:

@@ -142,6 +142,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     logits = torch::Tensor();
 
     std::vector<AttentionMaps::Layer> lazyLayers;
+    std::vector<HeadMap> requested;
     for (int64_t l = 0; l < config.nLayers; ++l) {
         if (cancel && cancel->load()) return Error{"cancelled"};
         const auto& t = trace.layers[size_t(l)];
@@ -166,15 +167,19 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
             if (!wanted) continue;
             HeadMap map{{l, h}, t.weights[0][h].to(torch::kCPU).contiguous(), {}};
             if (t.scores.defined()) map.scores = t.scores[0][h].to(torch::kCPU).contiguous();
-            result.maps.push_back(std::move(map));
+            requested.push_back(std::move(map));
         }
         result.layers.push_back(std::move(layer));
     }
-    for (const auto& overview : overviews) result.overviews.push_back(overview.result());
+    std::vector<torch::Tensor> pooledOverviews;
+    for (const auto& overview : overviews) pooledOverviews.push_back(overview.result());
+    std::shared_ptr<const AttentionMaps> lazy;
     if (request.lazyMaps) {
-        result.attentionMaps = std::make_shared<const AttentionMaps>(
-            std::move(lazyLayers), request.run.attention, model.attentionScale());
+        lazy = std::make_shared<const AttentionMaps>(std::move(lazyLayers), request.run.attention,
+                                                     model.attentionScale());
     }
+    result.maps = std::make_shared<const MapSource>(L, std::move(requested), std::move(lazy),
+                                                    std::move(pooledOverviews));
     result.milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
             .count();

@@ -7,17 +7,13 @@
 #include <vector>
 
 #include "core/attention_maps.h"
+#include "core/map_source.h"
 #include "core/diagnostics.h"
 #include "core/error.h"
 #include "core/tokenizer.h"
 #include "core/language_model.h"
 
 namespace relulens::core {
-
-struct HeadRef {
-    int64_t layer = 0;
-    int64_t head = 0;
-};
 
 struct CaptureRequest {
     RunSpec run;
@@ -42,12 +38,6 @@ struct CaptureRequest {
     int64_t overviewFromTokens = 2048;
 };
 
-struct HeadMap {
-    HeadRef ref;
-    torch::Tensor weights;  // (L, L) CPU float, masked entries 0
-    torch::Tensor scores;   // (L, L) CPU float, raw q·k/sqrt(d_head) (masked entries included)
-};
-
 struct Prediction {
     int64_t id = 0;
     std::string piece;
@@ -70,11 +60,7 @@ struct CaptureResult {
     std::vector<Token> tokens;
     std::vector<std::vector<Prediction>> predictions;  // per position, next-token top-k
     std::vector<LayerCapture> layers;
-    std::vector<HeadMap> maps;
-    std::shared_ptr<const AttentionMaps> attentionMaps;  // when lazyMaps was requested
-    // Per layer (H, o, o): each head's map max-pooled to o = min(L, overviewCells) cells a side,
-    // NaN where a cell holds only masked entries; empty unless overviewCells was set.
-    std::vector<torch::Tensor> overviews;
+    std::shared_ptr<const MapSource> maps;  // every attention map the views and exports ask for
     double milliseconds = 0;  // forward pass and capture
 };
 

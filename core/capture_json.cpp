@@ -104,7 +104,7 @@ json captureToJson(const CaptureResult& r) {
     out["predictions"] = predictions;
 
     json maps = json::array();
-    for (const auto& m : r.maps) {
+    for (const auto& m : r.maps->requested()) {
         json entry = {{"layer", m.ref.layer}, {"head", m.ref.head}, {"weights", raggedRows(m.weights)}};
         if (m.scores.defined()) entry["scores"] = raggedRows(m.scores);
         maps.push_back(entry);

@@ -104,6 +104,10 @@ AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, 
 
 void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_t r0) {
     const auto w = weightsIn.to(torch::kFloat32).contiguous();  // (H, R, K)
+    if (w.is_cpu() && fused_) {
+        addRows(w, r0);
+        return;
+    }
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
     const auto n = visibleCounts(R, r0, w.device(), window_).squeeze(1);  // (R) n_i
     // Entries a row cannot see are exactly zero, so they never count as non-zero, and under a
@@ -147,6 +151,58 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
     entropy_.narrow(1, r0, R).copy_(entropy);
     top1_.narrow(1, r0, R).copy_(top1);
     topPct_.narrow(1, r0, R).copy_(topPct);
+}
+
+void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0) {
+    const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
+    // Σ w⁺ log w⁺ per row in one vectorised pass (xlogy(0, 0) is 0); the rest row by row below.
+    const auto positive = w.clamp_min(0);
+    const auto plogp = torch::xlogy(positive, positive).sum(-1).contiguous();  // (H, R)
+    const float* p = w.data_ptr<float>();
+    const float* pl = plogp.data_ptr<float>();
+    float* sparse = sparseCount_.data_ptr<float>();
+    float* mass = mass_.data_ptr<float>();
+    float* entropy = entropy_.data_ptr<float>();
+    float* top1 = top1_.data_ptr<float>();
+    float* topPct = topPct_.data_ptr<float>();
+    float* distance = distanceSums_.data_ptr<float>();
+    const int64_t L = tokens_;
+    const double tauScale = rule_.tauScale;
+    const bool exact = rule_.exactZero;
+    // Parallel over heads: the rows of one head add into the same distance totals.
+    at::parallel_for(0, H, 1, [&](int64_t headBegin, int64_t headEnd) {
+        std::vector<float> heap;
+        for (int64_t row = headBegin * R; row < headEnd * R; ++row) {
+            const int64_t h = row / R, i = row % R, at = r0 + i;  // absolute position
+            const float* x = p + row * K;
+            const int64_t first = window_ > 0 ? std::max<int64_t>(0, at - window_ + 1) : 0;
+            const int64_t n = at - first + 1;  // visible keys
+            const float tau = float(tauScale / double(n));
+            double sum = 0, positiveSum = 0;
+            int64_t counted = 0;
+            float best = -std::numeric_limits<float>::infinity();
+            float* d = distance + h * L + at;  // d[-j] accumulates distance at - j
+            for (int64_t j = 0; j <= at; ++j) {
+                const float v = x[j];
+                sum += v;
+                positiveSum += v > 0 ? v : 0;
+                best = std::max(best, v);
+                *(d - j) += v;
+            }
+            for (int64_t j = first; j <= at; ++j) counted += exact ? (x[j] == 0) : (x[j] < tau);
+            if (K > at + 1) best = std::max(best, 0.0f);  // the block's masked entries are 0
+            const int64_t k = std::max<int64_t>(1, int64_t(std::ceil(double(n) * 0.01)));
+            const double largest = sumOfLargest(x, at + 1, k, heap);
+            const int64_t out = h * L + at;
+            sparse[out] = float(counted);
+            mass[out] = float(sum);
+            const bool hasMass = sum > 0;
+            const double safe = hasMass ? sum : 1.0;
+            entropy[out] = hasMass ? float((std::log(safe) * positiveSum - double(pl[row])) / safe) : 0.0f;
+            top1[out] = float(double(best) / safe);
+            topPct[out] = float(largest / safe);
+        }
+    });
 }
 
 AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor& headOutputs) const {

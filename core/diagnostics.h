@@ -59,11 +59,17 @@ public:
     AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens, const SparsityRule& rule,
                                     const torch::Device& device, int64_t window = 0);
     void add(const torch::Tensor& weights, int64_t rowOffset);  // (H, R, K)
+    // CPU blocks take one fused pass per row (the default); false keeps the tensor path that
+    // other devices use, so tests can compare the two.
+    void setFused(bool fused) { fused_ = fused; }
     // headOutputs: (H, L, d_head) or undefined. Every row must have been added.
     AttentionDiagnostics finish(const torch::Tensor& headOutputs) const;
 
 private:
+    void addRows(const torch::Tensor& weights, int64_t rowOffset);  // fused, CPU
+
     int64_t heads_, tokens_, window_;
+    bool fused_ = true;
     SparsityRule rule_;
     torch::Tensor sparseCount_, mass_, entropy_, top1_, topPct_;  // (H, L)
     torch::Tensor distanceSums_;                                  // (H, L)

@@ -218,6 +218,7 @@ torch::Tensor SafetensorsMapping::toFloat32(const SafetensorsEntry& e, int64_t* 
 int64_t SafetensorsMapping::convert(const SafetensorsEntry& e, float* to) const {
     const unsigned char* bytes = data_ + e.begin;
     const int64_t n = e.elements();
+    if (n == 0) return 0;  // an empty tensor (its float storage may be null)
     int64_t bad = 0;
     // One pass converts and counts values whose exponent bits are all ones (NaN or infinite).
     // Bytes are copied with memcpy: data offsets need not be aligned.

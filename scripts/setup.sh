@@ -47,10 +47,14 @@ relulens_install_npm() {
   fi
 }
 
+# relulens_build [cmake options...]: configures and builds everything, or only the targets
+# named in RELULENS_TARGETS (scripts/run builds just the app).
 relulens_build() {
   local extra=("$@")
   local jobs
   jobs="${RELULENS_JOBS:-$(nproc 2>/dev/null || echo 2)}"
   cmake -S "$RELULENS_ROOT" -B "$RELULENS_BUILD" -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >/dev/null
-  cmake --build "$RELULENS_BUILD" -j "$jobs"
+  local targets=()
+  for target in ${RELULENS_TARGETS:-}; do targets+=(--target "$target"); done
+  cmake --build "$RELULENS_BUILD" -j "$jobs" "${targets[@]}"
 }

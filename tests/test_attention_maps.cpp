@@ -159,13 +159,13 @@ private Q_SLOTS:
             lazy.blockRows = 13;  // diagnostics accumulated over many blocks of rows
             auto b = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
             QVERIFY2(b.ok(), b ? "" : b.error().c_str());
-            QVERIFY(b->maps.empty());
-            QVERIFY(b->attentionMaps);
-            const auto& maps = *b->attentionMaps;
+            QVERIFY(b->maps->requested().empty());
+            QVERIFY(b->maps->lazy());
+            const auto& maps = *b->maps->lazy();
             const int64_t L = int64_t(a->tokens.size());
             QVERIFY(L > 100);
             QCOMPARE(maps.tokens(), L);
-            for (const auto& m : a->maps) {
+            for (const auto& m : a->maps->requested()) {
                 const auto w = maps.weights(m.ref.layer, m.ref.head);
                 QVERIFY2(maxDifference(w, m.weights) < 1e-5, qPrintable(QString("%1 %2").arg(name.constData()).arg(maxDifference(w, m.weights))));
                 const auto s = maps.scores(m.ref.layer, m.ref.head, 0, L, 0, L);
@@ -176,7 +176,7 @@ private Q_SLOTS:
             }
             // the mean of a layer's heads
             std::vector<torch::Tensor> layer1;
-            for (const auto& m : a->maps) {
+            for (const auto& m : a->maps->requested()) {
                 if (m.ref.layer == 1) layer1.push_back(m.weights);
             }
             QVERIFY(maxDifference(maps.weights(1, -1), torch::stack(layer1).mean(0)) < 1e-5);
@@ -213,13 +213,50 @@ private Q_SLOTS:
         }
     }
 
+    void theMapSourceAnswersAlikeFromEveryRepresentation() {
+        // The same questions to a source holding every map materialised by the forward pass and
+        // to one holding only queries and keys (with overviews): the same answers, whichever
+        // representation the source picks; a source with neither says it has no map.
+        CaptureRequest full = viewerRequest(tiny_->model->info().trained, 0.1);
+        full.lazyMaps = false;
+        full.allMaps = true;
+        full.overviewCells = 0;
+        CaptureRequest lazy = viewerRequest(tiny_->model->info().trained, 0.1);
+        lazy.overviewCells = 16;
+        lazy.overviewFromTokens = 0;  // overviews even for this short text
+        auto a = capture(*tiny_->model, tiny_->tokenizer, text_, full);
+        auto b = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
+        QVERIFY(a.ok() && b.ok());
+        const auto& x = *a->maps;
+        const auto& y = *b->maps;
+        QVERIFY(!x.lazy() && y.lazy() && y.overview(0).defined());
+        const int64_t L = x.tokens();
+        for (int64_t head : {0, 1, -1}) {
+            QVERIFY(maxDifference(x.weights(1, head), y.weights(1, head)) < 1e-5);
+            QVERIFY(maxDifference(x.weights(0, head, 3, 17, 2, 9), y.weights(0, head, 3, 17, 2, 9)) < 1e-5);
+            QVERIFY(maxDifference(x.scores(1, head, 0, L, 0, L), y.scores(1, head, 0, L, 0, L)) < 1e-4);
+            QVERIFY(std::abs(x.weightAt(1, head, L - 1, 3) - y.weightAt(1, head, L - 1, 3)) < 1e-6);
+            const auto px = x.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
+            const auto py = y.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
+            QVERIFY(torch::allclose(px, py, 1e-5, 1e-6, /*equal_nan=*/true));
+        }
+        // the whole map max-pooled comes from y's overview, the same cells x pools by hand
+        const auto fromOverview = y.pooled(0, 1, 0, L, 0, L, 16, 16, Pooling::Max);
+        QVERIFY(torch::allclose(fromOverview, x.pooled(0, 1, 0, L, 0, L, 16, 16, Pooling::Max), 1e-5, 1e-6, true));
+        const MapSource none(L, {}, nullptr, {});
+        QVERIFY(!none.has(0, 0));
+        QVERIFY(!none.weights(0, 0).defined());
+        QVERIFY(std::isnan(none.weightAt(0, 0, 1, 0)));
+        QVERIFY(!x.weights(0, 0, 5, 2, 0, 3).defined());  // an empty region
+    }
+
     void pooledMapsAgreeWithPoolingByHand() {
         CaptureRequest lazy;
         lazy.run.attention.kind = AttentionKind::Softmax;
         lazy.lazyMaps = true;
         auto r = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
         QVERIFY(r.ok());
-        const auto& maps = *r->attentionMaps;
+        const auto& maps = *r->maps->lazy();
         const int64_t L = maps.tokens();
         const auto full = maps.weights(0, 1);
         const auto mean = maps.weights(1, -1);
@@ -258,13 +295,13 @@ private Q_SLOTS:
         request.blockRows = 17;
         auto r = capture(*tiny_->model, tiny_->tokenizer, text_, request);
         QVERIFY(r.ok());
-        const auto& maps = *r->attentionMaps;
+        const auto& maps = *r->maps->lazy();
         const int64_t L = maps.tokens();
-        QCOMPARE(int64_t(r->overviews.size()), maps.layers());
+        QVERIFY(r->maps->overview(maps.layers() - 1).defined() && !r->maps->overview(maps.layers()).defined());
         for (int64_t l = 0; l < maps.layers(); ++l) {
-            QCOMPARE(r->overviews[size_t(l)].size(1), int64_t(64));
+            QCOMPARE(r->maps->overview(l).size(1), int64_t(64));
             for (int64_t h = 0; h < maps.heads(); ++h) {
-                const auto overview = r->overviews[size_t(l)][h];
+                const auto overview = r->maps->overview(l)[h];
                 QVERIFY(sameWithNaN(overview, maps.pooled(l, h, 0, L, 0, L, 64, 64, Pooling::Max), 1e-6));
                 // 64 cells pool evenly into 16: the same as pooling the entries into 16
                 QVERIFY(sameWithNaN(maxPoolCells(overview, 16, 16),
@@ -301,7 +338,7 @@ private Q_SLOTS:
         lazy.lazyMaps = true;
         auto r = capture(*tiny_->model, tiny_->tokenizer, "a short text", lazy);
         QVERIFY(r.ok());
-        const auto& maps = *r->attentionMaps;
+        const auto& maps = *r->maps->lazy();
         QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(5, 0));
         QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(0, 0, 0, maps.tokens() + 1, 0, 1));
         QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.pooled(0, 9, 0, 1, 0, 1, 1, 1, Pooling::Max));
@@ -322,7 +359,7 @@ private Q_SLOTS:
         lazy.maxAllMapsTokens = 200;
         auto fine = capture(*tiny_->model, tiny_->tokenizer, text, lazy);
         QVERIFY2(fine.ok(), fine ? "" : fine.error().c_str());
-        QVERIFY(fine->attentionMaps->tokens() > 200);
+        QVERIFY(fine->maps->lazy()->tokens() > 200);
     }
 };
 

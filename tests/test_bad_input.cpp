@@ -359,11 +359,21 @@ private Q_SLOTS:
         request.capture = InferenceController::captureRequestFor(*state_);
         const auto fresh = InferenceController::computeNow(request);
         QVERIFY(fresh.result);
-        const double expected = weightAt(*fresh.result, state_->layer(), state_->head(), last, 0);
+        const double expected = fresh.result->maps->weightAt(state_->layer(), state_->head(), last, 0);
         QVERIFY(map->tooltipAt(last, 0).contains(QString("weight %1").arg(expected, 0, 'g', 6)));
-        QVERIFY2(inference_->computeCount() < 2000, "bursts must coalesce");
+        // 1,333 edits and 667 toggles reach the controller in 200 bursts (events are processed
+        // every 10th): a forward pass per change would be 2,000, one per burst 200.
+        QVERIFY2(inference_->computeCount() < 100,
+                 qPrintable(QString("%1 forward passes: bursts must coalesce").arg(inference_->computeCount())));
         const double growth = residentMb() - residentAfterWarmUp;
-        QVERIFY2(growth < 100, qPrintable(QString("resident memory grew by %1 MB").arg(growth)));
+#ifdef RELULENS_SANITIZED
+        // AddressSanitizer keeps freed memory in quarantine (256 MB by default) to catch use
+        // after free; LeakSanitizer checks for leaks in that build.
+        const double allowedGrowth = 100 + 256;
+#else
+        const double allowedGrowth = 100;
+#endif
+        QVERIFY2(growth < allowedGrowth, qPrintable(QString("resident memory grew by %1 MB").arg(growth)));
         qInfo("%d computes for 2,000 edits and toggles; resident memory %+.1f MB after the first 500",
               inference_->computeCount(), growth);
     }

@@ -3,6 +3,8 @@
 // trained with the chosen activation.
 #include <QtTest>
 
+#include <QDockWidget>
+
 #include <QElapsedTimer>
 #include <QSignalSpy>
 #include <QTimer>
@@ -14,6 +16,10 @@
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
 #include "ui/main_window.h"
+#include "ui/map_jobs.h"
+#include "ui/stall_probe.h"
+#include "ui/attention_map_view.h"
+#include "qcustomplot.h"
 #include "ui/model_catalog.h"
 #include "ui/resource_paths.h"
 
@@ -88,53 +94,52 @@ private Q_SLOTS:
         while (text.size() < 40000) text += chapter + "\n\n";  // well over 8,192 tokens
         state.setModelFolder(ResourcePaths::resourcesDir() + "/models/softmax");
         MainWindow window(&state, &inference);
+        window.resize(1500, 1000);
         window.show();
-        // While the worker runs the forward pass the event loop must keep turning: a 10 ms timer
-        // is measured for its longest gap until the first result has arrived and every visible
-        // view has redrawn from it (which happens on this thread and is allowed half a second).
+        // The GUI thread only paints: while the worker runs the forward pass, and while the map
+        // thread builds tiles, the zoomed tile, the mean of heads, the head grid and the compare
+        // panels, the event loop keeps turning. The probe notes its longest stall.
+        auto& maps = MapJobs::instance();
+        auto settle = [&] {
+            QTest::qWait(50);  // coalescing and refine timers
+            return QTest::qWaitFor([&] { return !inference.busy() && maps.pending() == 0; }, 300000);
+        };
+        StallProbe probe;
         QElapsedTimer clock;
-        qint64 last = 0, longestGap = 0;
-        int ticks = 0;
-        QTimer ticker;
-        ticker.setInterval(10);
-        connect(&ticker, &QTimer::timeout, [&] {
-            const qint64 now = clock.elapsed();
-            longestGap = std::max(longestGap, now - last);
-            last = now;
-            ++ticks;
-        });
         QSignalSpy results(&state, &AppState::resultChanged);
         clock.start();
-        ticker.start();
+        probe.start();
         state.setText(text);
-        QVERIFY(results.wait(120000));
-        ticker.stop();
-        const qint64 elapsed = clock.elapsed();
-        longestGap = std::max(longestGap, elapsed - last);  // including the views' redraw
+        QVERIFY(results.wait(300000));
+        const qint64 firstResult = clock.elapsed();
+        QVERIFY(settle());
         const auto tokens = state.result()->tokens.size();
-        qInfo("%zu tokens computed in %lld ms; %d ticks, longest gap %lld ms", tokens,
-              (long long)elapsed, ticks, (long long)longestGap);
+        auto* map = qobject_cast<AttentionMapView*>(window.view("attention"));
+        map->plot()->xAxis->setRange(1000, 1400);  // zoom in
+        map->plot()->yAxis->setRange(1200, 1500);
+        QVERIFY(settle());
+        QCOMPARE(map->cellBlock(), QSize(1, 1));  // single entries once zoomed
+        state.setHead(-1);  // mean of heads
+        QVERIFY(settle());
+        window.findChild<QDockWidget*>("headsDock")->raise();
+        QVERIFY(settle());
+        window.findChild<QDockWidget*>("compareDock")->raise();
+        QVERIFY(settle());
+        state.setQueryToken(5000);
+        QVERIFY(settle());
+        const double longest = probe.stop();
+        const qint64 elapsed = clock.elapsed();
+        qInfo("%zu tokens: first result after %lld ms, everything drawn after %lld ms; %d ticks, "
+              "longest stall %.1f ms", tokens, (long long)firstResult, (long long)elapsed, probe.ticks(), longest);
         QVERIFY2(tokens >= 8192, qPrintable(QString("%1 tokens").arg(tokens)));
-        QVERIFY2(elapsed > 300, "the forward pass was too quick to tell anything");
+        QVERIFY2(firstResult > 300, "the forward pass was too quick to tell anything");
 #ifdef RELULENS_SANITIZED
-        const qint64 allowedGap = 2000;  // instrumented widgets draw several times slower
+        const double allowed = 1000;  // instrumented widgets draw several times slower
 #else
-        const qint64 allowedGap = 500;
+        const double allowed = 250;
 #endif
-        QVERIFY2(longestGap < allowedGap, qPrintable(QString("the event loop stalled for %1 ms while %2 "
-                                                      "tokens were computed in %3 ms")
-                                                  .arg(longestGap).arg(tokens).arg(elapsed)));
-        QVERIFY2(ticks > elapsed / 100, qPrintable(QString("%1 ticks in %2 ms").arg(ticks).arg(elapsed)));
-        // and the views draw the long input
-        for (auto* view : window.views()) {
-            QElapsedTimer drawing;
-            drawing.start();
-            view->refresh();
-            const qint64 refreshed = drawing.elapsed();
-            QVERIFY(!view->renderImage(1.0).isNull());
-            qInfo("%s refreshed in %lld ms, drawn in %lld ms", qPrintable(view->viewName()),
-                  (long long)refreshed, (long long)(drawing.elapsed() - refreshed));
-        }
+        QVERIFY2(longest < allowed, qPrintable(QString("the event loop stalled for %1 ms").arg(longest)));
+        QVERIFY2(probe.ticks() > elapsed / 50, qPrintable(QString("%1 ticks in %2 ms").arg(probe.ticks()).arg(elapsed)));
     }
 };
 

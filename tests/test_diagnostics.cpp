@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/attention.h"
 #include "core/diagnostics.h"
 #include "test_support.h"
 
@@ -126,6 +127,58 @@ private Q_SLOTS:
         auto ds = ffnDiagnostics(x, ffnSlotActivations(x, w, FfnKind::Softmax), w,
                                  FfnKind::Softmax, 0.1);
         QVERIFY(!ds.rule.exactZero);
+    }
+
+    void fusedRowsEqualTheTensorPath_data() {
+        QTest::addColumn<bool>("exact");
+        QTest::addColumn<int>("window");
+        QTest::addColumn<bool>("negative");
+        QTest::newRow("relu zeros") << true << 0 << false;
+        QTest::newRow("softmax tau") << false << 0 << false;
+        QTest::newRow("window") << true << 7 << false;
+        QTest::newRow("window tau") << false << 5 << false;
+        QTest::newRow("negative weights") << false << 0 << true;
+    }
+
+    void fusedRowsEqualTheTensorPath() {
+        // The CPU's one pass per row against the whole-tensor arithmetic other devices use, on
+        // causal blocks of 9 rows (the last block short) with zeros, ties and masked entries.
+        QFETCH(bool, exact);
+        QFETCH(int, window);
+        QFETCH(bool, negative);
+        torch::manual_seed(11);
+        const int64_t H = 3, L = 31;
+        auto w = torch::rand({H, L, L});
+        if (negative) w = w - 0.3;
+        w = torch::where(torch::rand({H, L, L}) < 0.3, torch::zeros({}), w);  // exact zeros
+        w.select(1, 4).fill_(0);                                              // an empty row
+        w = w * causalMask(L, L, 0, torch::kCPU, window).to(torch::kFloat32).unsqueeze(0);
+        const SparsityRule rule{exact, 0.4};
+        AttentionDiagnosticsAccumulator fused(H, L, rule, torch::kCPU, window), tensors(H, L, rule, torch::kCPU, window);
+        tensors.setFused(false);
+        for (int64_t r0 = 0; r0 < L; r0 += 9) {
+            const int64_t R = std::min<int64_t>(9, L - r0);
+            const auto block = w.narrow(1, r0, R).narrow(2, 0, r0 + R).contiguous();
+            fused.add(block, r0);
+            tensors.add(block, r0);
+        }
+        const auto a = fused.finish(torch::Tensor()), b = tensors.finish(torch::Tensor());
+        for (const auto& [x, y] : {std::pair{a.rowSparsity, b.rowSparsity}, {a.rowMass, b.rowMass},
+                                   {a.rowEntropy, b.rowEntropy}}) {
+            QVERIFY((x - y).abs().max().item<double>() < 1e-5);
+        }
+        for (int64_t h = 0; h < H; ++h) {
+            const auto& p = a.heads[size_t(h)];
+            const auto& q = b.heads[size_t(h)];
+            QVERIFY(std::abs(p.sparsity - q.sparsity) < 1e-6);
+            QVERIFY(std::abs(p.entropy - q.entropy) < 1e-5);
+            QVERIFY(std::abs(p.topRatio1 - q.topRatio1) < 1e-5);
+            QVERIFY(std::abs(p.topRatio1pct - q.topRatio1pct) < 1e-5);
+            QCOMPARE(p.emptyRows, q.emptyRows);
+            for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
+                QVERIFY(std::abs(p.distanceProfile[d] - q.distanceProfile[d]) < 1e-5);
+            }
+        }
     }
 
     void gatedFfnByHand() {

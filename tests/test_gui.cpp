@@ -92,12 +92,12 @@ private Q_SLOTS:
 
     void toggleRecomputesOnceAndChangesTheMap() {
         const int before = inference_->computeCount();
-        const auto oldWeights = headWeights(*state_->result(), 0, 0).clone();
+        const auto oldWeights = state_->result()->maps->weights(0, 0).clone();
         state_->toggleSoftmaxRelu();  // softmax -> relu_len
         QVERIFY(waitForResult());
         QCOMPARE(inference_->computeCount(), before + 1);
         QCOMPARE(state_->result()->run.attention.kind, relulens::core::AttentionKind::ReluLen);
-        const auto newWeights = headWeights(*state_->result(), 0, 0);
+        const auto newWeights = state_->result()->maps->weights(0, 0);
         QVERIFY(!torch::allclose(oldWeights, newWeights));
         QVERIFY(state_->provenance().contains("swapped onto weights trained with softmax"));
         window_->view("attention")->renderImage(1.0).save(screenshotDir() + "/attention_relu_len.png");
@@ -123,7 +123,7 @@ private Q_SLOTS:
         auto* map = qobject_cast<AttentionMapView*>(window_->view("attention"));
         QVERIFY(map);
         const auto& r = *state_->result();
-        const auto weights = headWeights(r, 1, 0);
+        const auto weights = r.maps->weights(1, 0);
         const QString tip = map->tooltipAt(5, 2);
         QVERIFY2(tip.contains(QString("query 5 ‘%1’").arg(tokenLabel(r, 5))), qPrintable(tip));
         QVERIFY(tip.contains(QString("key 2 ‘%1’").arg(tokenLabel(r, 2))));

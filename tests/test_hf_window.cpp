@@ -20,6 +20,7 @@
 #include "ui/head_grid_view.h"
 #include "ui/inference_worker.h"
 #include "ui/main_window.h"
+#include "ui/map_jobs.h"
 
 using namespace relulens;
 using namespace relulens::ui;
@@ -138,6 +139,8 @@ private Q_SLOTS:
         grid.resize(900, 500);
         grid.setAttribute(Qt::WA_DontShowOnScreen);
         grid.show();
+        QTest::qWait(1);
+        QVERIFY(QTest::qWaitFor([] { return MapJobs::instance().pending() == 0; }, 60000));  // built off the GUI thread
         const QImage image = grid.grab().toImage();
         QRect cell;
         for (int x = 0; x < grid.width(); ++x) {

@@ -88,12 +88,12 @@ private Q_SLOTS:
         auto result = capture(*loaded->model, loaded->tokenizer, reference_["text"], request);
         QVERIFY(result.ok());
         QVERIFY(!result->trainedWithRun);  // the tiny model says it was trained with softmax
-        QCOMPARE(result->maps.size(), size_t(1));
+        QCOMPARE(result->maps->requested().size(), size_t(1));
         QCOMPARE(result->layers.size(), size_t(2));
         QCOMPARE(result->layers[0].attention.heads.size(), size_t(2));
         QVERIFY(result->layers[0].attention.heads[0].sparsity > 0);
         // The relu_len map has exact zeros where raw scores are negative, and nowhere else.
-        const auto& map = result->maps[0];
+        const auto& map = result->maps->requested()[0];
         auto visible = torch::tril(torch::ones_like(map.weights)).to(torch::kBool);
         auto zeros = (map.weights == 0).logical_and(visible);
         auto negative = (map.scores <= 0).logical_and(visible);

@@ -100,7 +100,7 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
         }
     });
     connect(state_, &AppState::inputChanged, this, &ActivationControls::syncFromState);
-    connect(state_, &AppState::selectionChanged, this, &ActivationControls::syncFromState);
+    connect(state_, &AppState::layerHeadChanged, this, &ActivationControls::syncFromState);
     connect(state_, &AppState::resultChanged, this, &ActivationControls::syncFromState);
     reloadModels();
 }

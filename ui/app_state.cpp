@@ -75,21 +75,21 @@ void AppState::setLayer(int layer) {
     const int before = layer_;
     layer_ = layer;
     clampSelection();
-    if (layer_ != before) Q_EMIT selectionChanged();
+    if (layer_ != before) Q_EMIT layerHeadChanged();
 }
 
 void AppState::setHead(int head) {
     const int before = head_;
     head_ = head;
     clampSelection();
-    if (head_ != before) Q_EMIT selectionChanged();
+    if (head_ != before) Q_EMIT layerHeadChanged();
 }
 
 void AppState::setQueryToken(int token) {
     const int before = query_;
     query_ = token;
     clampSelection();
-    if (query_ != before) Q_EMIT selectionChanged();
+    if (query_ != before) Q_EMIT queryChanged();
 }
 
 void AppState::stepLayer(int delta) {
@@ -130,7 +130,7 @@ core::RunSpec AppState::comparisonRun() const {
 void AppState::setSlot(int slot) {
     if (slot == slot_) return;
     slot_ = slot;
-    Q_EMIT selectionChanged();
+    Q_EMIT slotChanged();
 }
 
 void AppState::setResult(std::shared_ptr<const core::CaptureResult> result,

@@ -78,7 +78,11 @@ public:
 
 Q_SIGNALS:
     void inputChanged();
-    void selectionChanged();
+    // The selection, in three parts so that moving the outline or the selected token never
+    // rebuilds a map: the layer or head, the query token, the memory slot.
+    void layerHeadChanged();
+    void queryChanged();
+    void slotChanged();
     void resultChanged();
     void comparisonChanged();
     void errorChanged(const QString& message);

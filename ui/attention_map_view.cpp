@@ -14,6 +14,7 @@
 #include "ui/plot_helpers.h"
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
+#include "ui/map_jobs.h"
 #include "ui/token_text.h"
 
 namespace relulens::ui {
@@ -78,7 +79,11 @@ AttentionMapView::AttentionMapView(AppState* state, QWidget* parent)
         if (cell.y() >= 0) state_->setQueryToken(cell.y());
     });
     connect(state_, &AppState::resultChanged, this, &AttentionMapView::refresh);
-    connect(state_, &AppState::selectionChanged, this, &AttentionMapView::refresh);
+    connect(state_, &AppState::layerHeadChanged, this, &AttentionMapView::refresh);
+    connect(state_, &AppState::queryChanged, this, [this] {
+        updateSelection();
+        plot_->replot(QCustomPlot::rpQueuedReplot);
+    });
 }
 
 void AttentionMapView::setLogScale(bool log) {
@@ -115,8 +120,8 @@ QString AttentionMapView::tooltipAt(int query, int key) const {
     if (const int64_t window = result->model.window(layer); window > 0 && key <= query - window) {
         return text + QString("masked: outside this layer's sliding window of %1 keys").arg(window);
     }
-    text += QString("weight %1").arg(weightAt(*result, layer, head, query, key), 0, 'g', 6);
-    const double score = scoreAt(*result, layer, head, query, key);
+    text += QString("weight %1").arg(result->maps->weightAt(layer, head, query, key), 0, 'g', 6);
+    const double score = result->maps->scoreAt(layer, head, query, key);
     if (!std::isnan(score)) text += QString("\nraw score %1").arg(score, 0, 'g', 6);
     if (block_ != QSize(1, 1)) {
         text += QString("\nthe cell under the cursor shows the %1 of up to %2 × %3 entries; zoom in for each")
@@ -149,76 +154,95 @@ void AttentionMapView::refresh() {
         plot_->xAxis->setRange(-0.5, L - 0.5);
         plot_->yAxis->setRange(-0.5, L - 0.5);
     }
-    tileResult_ = nullptr;  // a new result or selection: rebuild even an unchanged region
     heading_->setText(QString("Layer %1 · %2\n%3")
                           .arg(state_->layer()).arg(headLabel(result->model, state_->head()))
                           .arg(state_->provenance()));
     refreshTile();
 }
 
-void AttentionMapView::refreshTile() {
-    auto result = state_->result();
-    if (!result || size_ == 0) return;
+AttentionMapView::Tile AttentionMapView::wantedTile() const {
+    Tile tile;
+    tile.result = state_->result();
+    if (!tile.result || size_ == 0) return tile;
     const int64_t L = size_;
     auto clampIndex = [L](double v) { return std::clamp<int64_t>(int64_t(v), 0, L); };
     const QCPRange xr = plot_->xAxis->range(), yr = plot_->yAxis->range();
-    const int64_t k0 = std::min(clampIndex(std::ceil(xr.lower + 0.5 - 1e-9)), L - 1);
-    const int64_t k1 = std::max(k0 + 1, clampIndex(std::floor(xr.upper + 0.5 + 1e-9)));
-    const int64_t q0 = std::min(clampIndex(std::ceil(yr.lower + 0.5 - 1e-9)), L - 1);
-    const int64_t q1 = std::max(q0 + 1, clampIndex(std::floor(yr.upper + 0.5 + 1e-9)));
+    tile.k0 = std::min(clampIndex(std::ceil(xr.lower + 0.5 - 1e-9)), L - 1);
+    tile.k1 = std::max(tile.k0 + 1, clampIndex(std::floor(xr.upper + 0.5 + 1e-9)));
+    tile.q0 = std::min(clampIndex(std::ceil(yr.lower + 0.5 - 1e-9)), L - 1);
+    tile.q1 = std::max(tile.q0 + 1, clampIndex(std::floor(yr.upper + 0.5 + 1e-9)));
     const int64_t width = std::max(64, plot_->axisRect()->width());
     const int64_t height = std::max(64, plot_->axisRect()->height());
-    const int64_t outKeys = std::min(k1 - k0, width), outRows = std::min(q1 - q0, height);
-    const QString key = QString("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10")
-                            .arg(state_->layer()).arg(state_->head()).arg(q0).arg(q1).arg(k0)
-                            .arg(k1).arg(outRows).arg(outKeys).arg(int(pooling_)).arg(log_);
-    if (tileResult_ == result.get() && key == tileKey_) return;
-    const auto values = pooledWeights(*result, state_->layer(), state_->head(), q0, q1, k0, k1,
-                                      outRows, outKeys, pooling_);
-    if (!values.defined()) return;
-    tileResult_ = result.get();
-    tileKey_ = key;
-    rowBegin_ = q0, rowEnd_ = q1, keyBegin_ = k0, keyEnd_ = k1;
-    const int64_t cellsK = values.size(1), cellsQ = values.size(0);  // the overview may be coarser
-    block_ = QSize(int((k1 - k0 + cellsK - 1) / cellsK), int((q1 - q0 + cellsQ - 1) / cellsQ));
-    fillRegionHeatmap(map_, values, q0, q1, k0, k1);
+    tile.outKeys = std::min(tile.k1 - tile.k0, width);
+    tile.outRows = std::min(tile.q1 - tile.q0, height);
+    tile.layer = state_->layer();
+    tile.head = state_->head();
+    tile.pooling = pooling_;
+    tile.key = QString("%1 %2 %3 %4 %5 %6 %7 %8 %9")
+                   .arg(tile.layer).arg(tile.head).arg(tile.q0).arg(tile.q1).arg(tile.k0)
+                   .arg(tile.k1).arg(tile.outRows).arg(tile.outKeys).arg(int(tile.pooling));
+    return tile;
+}
 
-    const auto finite = values.masked_select(values.isnan().logical_not());
-    double maxValue = 0, minValue = 0, minPositive = 1e30;
+AttentionMapView::Tile AttentionMapView::computeTile(Tile tile) {
+    tile.values = tile.result->maps->pooled(tile.layer, tile.head, tile.q0, tile.q1, tile.k0, tile.k1,
+                                tile.outRows, tile.outKeys, tile.pooling);
+    if (!tile.values.defined()) return tile;
+    const auto finite = tile.values.masked_select(tile.values.isnan().logical_not());
     if (finite.numel() > 0) {
-        maxValue = finite.max().item<double>();
-        minValue = std::min(0.0, finite.min().item<double>());
+        tile.maxValue = finite.max().item<double>();
+        tile.minValue = std::min(0.0, finite.min().item<double>());
         const auto positive = finite.masked_select(finite > 0);
-        if (positive.numel() > 0) minPositive = positive.min().item<double>();
+        if (positive.numel() > 0) tile.minPositive = positive.min().item<double>();
     }
-    if (maxValue <= 0) maxValue = 1;
-    const QString pooled = block_ == QSize(1, 1)
-        ? QString()
-        : QString("; each cell the %1 of up to %2 × %3 entries")
-              .arg(QString::fromStdString(core::poolingName(pooling_)))
-              .arg(block_.height()).arg(block_.width());
-    if (log_) {
-        const double low = std::max(minPositive, maxValue * 1e-4);
-        map_->setDataScaleType(QCPAxis::stLogarithmic);
-        scale_->axis()->setScaleType(QCPAxis::stLogarithmic);
-        map_->setDataRange(QCPRange(std::min(low, maxValue * 0.999), maxValue));
-        scale_->axis()->setLabel(QString("weight, log scale (%1 – %2; zeros at the bottom colour)%3")
-                                     .arg(low, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
-    } else {
-        map_->setDataScaleType(QCPAxis::stLinear);
-        scale_->axis()->setScaleType(QCPAxis::stLinear);
-        map_->setDataRange(QCPRange(minValue, maxValue));
-        scale_->axis()->setLabel(QString("weight, linear (%1 – %2)%3")
-                                     .arg(minValue, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
+    return tile;
+}
+
+void AttentionMapView::refreshTile() {
+    Tile tile = wantedTile();
+    if (!tile.result) return;
+    if (shown_.result == tile.result && shown_.key == tile.key) {
+        requested_.clear();
+        channel_.supersede();
+        applyScale();  // the colour scale may have changed
+        return;
     }
+    const QString id = QString::number(quintptr(tile.result.get())) + " " + tile.key;
+    if (requested_ == id) return;
+    requested_ = id;
+    MapJobs::instance().post<Tile>(channel_, this, [tile] { return computeTile(tile); },
+                                   [this](Tile done) {
+                                       requested_.clear();
+                                       applyTile(std::move(done));
+                                   });
+}
+
+void AttentionMapView::ensureCurrentTile() {
+    Tile tile = wantedTile();
+    if (!tile.result || (shown_.result == tile.result && shown_.key == tile.key)) return;
+    channel_.supersede();
+    requested_.clear();
+    applyTile(computeTile(tile));
+}
+
+void AttentionMapView::applyTile(Tile tile) {
+    if (!tile.values.defined() || tile.result != state_->result()) return;
+    shown_ = std::move(tile);
+    const auto& t = shown_;
+    const auto& result = t.result;
+    rowBegin_ = t.q0, rowEnd_ = t.q1, keyBegin_ = t.k0, keyEnd_ = t.k1;
+    const int64_t cellsK = t.values.size(1), cellsQ = t.values.size(0);  // the overview may be coarser
+    block_ = QSize(int((t.k1 - t.k0 + cellsK - 1) / cellsK), int((t.q1 - t.q0 + cellsQ - 1) / cellsQ));
+    fillRegionHeatmap(map_, t.values, t.q0, t.q1, t.k0, t.k1);
+    applyScale();
     // Token labels when every visible token fits (about 11 pixels each); indices otherwise.
-    const int64_t shown = std::max(k1 - k0, q1 - q0);
+    const int64_t shownTokens = std::max(t.k1 - t.k0, t.q1 - t.q0);
     const int pixels = std::min(plot_->axisRect()->width(), plot_->axisRect()->height());
-    if (shown * 11 <= std::max(pixels, 100)) {
+    if (shownTokens * 11 <= std::max(pixels, 100)) {
         auto tickerX = QSharedPointer<QCPAxisTickerText>::create();
         auto tickerY = QSharedPointer<QCPAxisTickerText>::create();
-        for (int64_t i = k0; i < k1; ++i) tickerX->addTick(double(i), tokenLabel(*result, int(i)));
-        for (int64_t i = q0; i < q1; ++i) tickerY->addTick(double(i), tokenLabel(*result, int(i)));
+        for (int64_t i = t.k0; i < t.k1; ++i) tickerX->addTick(double(i), tokenLabel(*result, int(i)));
+        for (int64_t i = t.q0; i < t.q1; ++i) tickerY->addTick(double(i), tokenLabel(*result, int(i)));
         plot_->xAxis->setTicker(tickerX);
         plot_->yAxis->setTicker(tickerY);
         plot_->xAxis->setTickLabelRotation(60);
@@ -231,6 +255,32 @@ void AttentionMapView::refreshTile() {
         plot_->xAxis->setTickLabelRotation(0);
     }
     updateSelection();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void AttentionMapView::applyScale() {
+    const auto& t = shown_;
+    if (!t.values.defined()) return;
+    const double maxValue = t.maxValue > 0 ? t.maxValue : 1.0;
+    const QString pooled = block_ == QSize(1, 1)
+        ? QString()
+        : QString("; each cell the %1 of up to %2 × %3 entries")
+              .arg(QString::fromStdString(core::poolingName(t.pooling)))
+              .arg(block_.height()).arg(block_.width());
+    if (log_) {
+        const double low = std::max(t.minPositive, maxValue * 1e-4);
+        map_->setDataScaleType(QCPAxis::stLogarithmic);
+        scale_->axis()->setScaleType(QCPAxis::stLogarithmic);
+        map_->setDataRange(QCPRange(std::min(low, maxValue * 0.999), maxValue));
+        scale_->axis()->setLabel(QString("weight, log scale (%1 – %2; zeros at the bottom colour)%3")
+                                     .arg(low, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
+    } else {
+        map_->setDataScaleType(QCPAxis::stLinear);
+        scale_->axis()->setScaleType(QCPAxis::stLinear);
+        map_->setDataRange(QCPRange(t.minValue, maxValue));
+        scale_->axis()->setLabel(QString("weight, linear (%1 – %2)%3")
+                                     .arg(t.minValue, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
+    }
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -250,7 +300,7 @@ QString AttentionMapView::csv() const {
     // Every visible entry of the shown region while that stays a sensible file (4 M entries,
     // some 200 MB); beyond, the pooled cells as shown.
     if ((q1 - q0) * (k1 - k0) > 4'000'000) {
-        const auto values = pooledWeights(*result, layer, head, q0, q1, k0, k1,
+        const auto values = result->maps->pooled(layer, head, q0, q1, k0, k1,
                                           (q1 - q0 + block_.height() - 1) / block_.height(),
                                           (k1 - k0 + block_.width() - 1) / block_.width(), pooling_);
         const QString name = QString::fromStdString(core::poolingName(pooling_));
@@ -270,15 +320,9 @@ QString AttentionMapView::csv() const {
         }
         return out;
     }
-    torch::Tensor w, sc;
-    if (result->attentionMaps) {
-        w = result->attentionMaps->weights(layer, head, q0, q1, k0, k1);
-        sc = result->attentionMaps->scores(layer, head, q0, q1, k0, k1);
-    } else {
-        w = headWeights(*result, layer, head).slice(0, q0, q1).slice(1, k0, k1).contiguous();
-        const auto s = headScores(*result, layer, head);
-        if (s.defined()) sc = s.slice(0, q0, q1).slice(1, k0, k1).contiguous();
-    }
+    const torch::Tensor w = result->maps->weights(layer, head, q0, q1, k0, k1);
+    const torch::Tensor sc = result->maps->scores(layer, head, q0, q1, k0, k1);
+    if (!w.defined()) return QString();
     QString out = "query,query_token,key,key_token,weight,raw_score\n";
     const int64_t C = k1 - k0;
     const float* wp = w.data_ptr<float>();
@@ -296,6 +340,7 @@ QString AttentionMapView::csv() const {
 }
 
 void AttentionMapView::renderFigure(QCPPainter* painter, const QSize& size) {
+    ensureCurrentTile();  // an export shows what is asked, not a tile still being built
     plot_->toPainter(painter, size.width(), size.height());
 }
 

@@ -8,7 +8,9 @@
 #include <QTimer>
 
 #include "core/attention_maps.h"
+#include "core/capture.h"
 #include "ui/exportable_view.h"
+#include "ui/map_jobs.h"
 
 class QCustomPlot;
 class QCPColorMap;
@@ -48,8 +50,23 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
+    // The visible region at the plot's resolution, and what it was built from.
+    struct Tile {
+        std::shared_ptr<const core::CaptureResult> result;
+        int layer = 0, head = 0;
+        int64_t q0 = 0, q1 = 0, k0 = 0, k1 = 0, outRows = 0, outKeys = 0;
+        core::Pooling pooling = core::Pooling::Max;
+        QString key;
+        torch::Tensor values;  // (rows, keys) pooled weights, NaN where only masked entries
+        double maxValue = 0, minValue = 0, minPositive = 1e30;
+    };
+    Tile wantedTile() const;
+    static Tile computeTile(Tile tile);  // on the map thread
+    void applyTile(Tile tile);           // on the GUI thread: draws it
+    void applyScale();
     void updateSelection();
-    void refreshTile();  // the visible region at the plot's resolution
+    void refreshTile();        // asks the map thread for the visible tile when it changed
+    void ensureCurrentTile();  // builds it here and now (exports)
 
     QCustomPlot* plot_;
     QCPColorMap* map_;
@@ -64,9 +81,9 @@ private:
     int size_ = 0;
     QSize block_{1, 1};
     int64_t rowBegin_ = 0, rowEnd_ = 0, keyBegin_ = 0, keyEnd_ = 0;  // the shown region
-    // what the shown tile was built from, so that an unchanged view is not rebuilt
-    const void* tileResult_ = nullptr;
-    QString tileKey_;
+    Tile shown_;          // the tile drawn
+    QString requested_;   // the tile asked of the map thread, until it arrives
+    MapChannel channel_;
 };
 
 }  // namespace relulens::ui

@@ -7,6 +7,7 @@
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
 #include "ui/colour_maps.h"
+#include "ui/map_jobs.h"
 
 namespace relulens::ui {
 
@@ -28,7 +29,7 @@ CompareView::CompareView(AppState* state, QWidget* parent) : ExportableView(stat
     maps_[2].map->setGradient(divergingGradient());
     connect(state_, &AppState::resultChanged, this, &CompareView::refresh);
     connect(state_, &AppState::comparisonChanged, this, &CompareView::refresh);
-    connect(state_, &AppState::selectionChanged, this, &CompareView::refresh);
+    connect(state_, &AppState::layerHeadChanged, this, &CompareView::refresh);
 }
 
 namespace {
@@ -43,34 +44,56 @@ int64_t cellsFor(int64_t L, const QCustomPlot* plot) {
 }  // namespace
 
 void CompareView::refresh() {
-    // Two maps rebuilt on demand cost a second on very long inputs: only when on screen.
+    // Two maps rebuilt on demand cost a second on very long inputs: only when on screen, and
+    // on the map thread.
     stale_ = true;
-    if (isVisible()) redraw();
+    if (isVisible()) requestPanels();
 }
 
 void CompareView::showEvent(QShowEvent* event) {
     ExportableView::showEvent(event);
-    if (stale_) redraw();
+    if (stale_) requestPanels();
 }
 
-void CompareView::redraw() {
+CompareView::Panels CompareView::wantedPanels() const {
+    Panels p;
+    p.result = state_->result();
+    p.other = state_->comparison();
+    if (!p.result || !p.other || p.other->tokens.size() != p.result->tokens.size()) return Panels{};
+    p.layer = state_->layer();
+    p.head = state_->head();
+    p.cells = cellsFor(int64_t(p.result->tokens.size()), plots_[0]);
+    return p;
+}
+
+CompareView::Panels CompareView::computePanels(Panels p) {
+    const int64_t L = int64_t(p.result->tokens.size());
+    p.a = p.result->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
+    p.b = p.other->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
+    return p;
+}
+
+void CompareView::requestPanels() {
+    Panels wanted = wantedPanels();
+    if (!wanted.result) return;
     stale_ = false;
-    auto result = state_->result();
-    auto other = state_->comparison();
-    if (!result || !other || other->tokens.size() != result->tokens.size()) return;
+    MapJobs::instance().post<Panels>(channel_, this, [wanted] { return computePanels(wanted); },
+                                     [this](Panels done) { draw(done); });
+}
+
+void CompareView::draw(const Panels& p) {
+    if (!p.a.defined() || !p.b.defined()) return;
+    const auto& result = p.result;
+    const auto& other = p.other;
     const int64_t L = int64_t(result->tokens.size());
-    const int64_t cells = cellsFor(L, plots_[0]);
-    const int layer = state_->layer(), head = state_->head();
-    const auto a = pooledWeights(*result, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
-    const auto b = pooledWeights(*other, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
-    if (!a.defined() || !b.defined()) return;
-    const torch::Tensor values[3] = {a, b, a - b};
+    const int layer = p.layer, head = p.head;
+    const torch::Tensor values[3] = {p.a, p.b, p.a - p.b};
     const QString names[3] = {QString::fromStdString(result->run.attention.label()),
                               QString::fromStdString(other->run.attention.label()),
                               QString("difference (%1 − %2)")
                                   .arg(QString::fromStdString(result->run.attention.label()),
                                        QString::fromStdString(other->run.attention.label()))};
-    const int64_t block = (L + cells - 1) / cells;
+    const int64_t block = (L + p.cells - 1) / p.cells;
     const QString pooled = block > 1 ? QString(" · mean of blocks of up to %1 × %1").arg(block) : QString();
     for (int i = 0; i < 3; ++i) {
         fillRegionHeatmap(maps_[i].map, values[i], 0, L, 0, L);
@@ -82,7 +105,7 @@ void CompareView::redraw() {
             maps_[i].map->rescaleDataRange(true);
         }
         maps_[i].heading->setText(QString("%1\nlayer %2 · %3%4").arg(names[i]).arg(layer)
-                                      .arg(headLabel(head)).arg(pooled));
+                                      .arg(headLabel(result->model, head)).arg(pooled));
         plots_[i]->xAxis->setRange(-0.5, L - 0.5);
         plots_[i]->yAxis->setRange(-0.5, L - 0.5);
         plots_[i]->replot(QCustomPlot::rpQueuedReplot);
@@ -99,8 +122,8 @@ QString CompareView::csv() const {
     const QString second = QString::fromStdString(other->run.attention.label());
     // every entry while that is a sensible file (4 M entries); mean-pooled cells beyond
     const int64_t cells = L * L > 4'000'000 ? cellsFor(L, plots_[0]) : L;
-    const auto a = pooledWeights(*result, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
-    const auto b = pooledWeights(*other, layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
+    const auto a = result->maps->pooled(layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
+    const auto b = other->maps->pooled(layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
     const int64_t n = a.size(0);
     QString out = n == L ? QString("query,key,%1,%2,difference\n").arg(first, second)
                          : QString("query_from,query_to,key_from,key_to,%1 (mean),%2 (mean),difference\n")
@@ -121,7 +144,11 @@ QString CompareView::csv() const {
 }
 
 void CompareView::renderFigure(QCPPainter* painter, const QSize& size) {
-    if (stale_) redraw();
+    if (stale_ || channel_.pending()) {  // an export draws what is asked, here and now
+        channel_.supersede();
+        stale_ = false;
+        if (Panels wanted = wantedPanels(); wanted.result) draw(computePanels(wanted));
+    }
     paintPlots(painter, size, {plots_[0], plots_[1], plots_[2]}, Qt::Horizontal);
 }
 

@@ -1,7 +1,9 @@
 // The selected layer and head under two activations side by side — the current variant and the
 // comparison (softmax, or ReLU ÷ n when softmax is current) — plus their difference.
 #pragma once
+#include "core/capture.h"
 #include "ui/exportable_view.h"
+#include "ui/map_jobs.h"
 #include "ui/plot_helpers.h"
 
 namespace relulens::ui {
@@ -22,8 +24,18 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
-    void redraw();
-    bool stale_ = true;  // refreshed while hidden: redraw when shown or exported
+    struct Panels {
+        std::shared_ptr<const core::CaptureResult> result, other;
+        int layer = 0, head = 0;
+        int64_t cells = 0;
+        torch::Tensor a, b;  // (cells, cells) mean-pooled maps of result and other
+    };
+    Panels wantedPanels() const;
+    static Panels computePanels(Panels panels);  // on the map thread
+    void requestPanels();
+    void draw(const Panels& panels);
+    bool stale_ = true;  // refreshed while hidden: drawn when shown or exported
+    MapChannel channel_;
     QCustomPlot* plots_[3];
     Heatmap maps_[3];
 };

@@ -100,7 +100,7 @@ DiagnosticsView::DiagnosticsView(AppState* state, QWidget* parent) : ExportableV
     plots_[0]->yAxis->setTicker(logTicker);
     connect(state_, &AppState::resultChanged, this, &DiagnosticsView::refresh);
     connect(state_, &AppState::comparisonChanged, this, &DiagnosticsView::refresh);
-    connect(state_, &AppState::selectionChanged, this, &DiagnosticsView::refresh);
+    connect(state_, &AppState::layerHeadChanged, this, &DiagnosticsView::refresh);
 }
 
 void DiagnosticsView::refresh() {

@@ -9,6 +9,7 @@
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
 #include "ui/colour_maps.h"
+#include "ui/map_jobs.h"
 
 namespace relulens::ui {
 
@@ -42,35 +43,56 @@ QImage thumbnail(const torch::Tensor& pooled) {
 HeadGridView::HeadGridView(AppState* state, QWidget* parent) : ExportableView(state, parent) {
     setMinimumSize(240, 200);
     connect(state_, &AppState::resultChanged, this, &HeadGridView::refresh);
-    connect(state_, &AppState::selectionChanged, this, qOverload<>(&QWidget::update));
+    connect(state_, &AppState::layerHeadChanged, this, qOverload<>(&QWidget::update));
 }
 
 void HeadGridView::refresh() {
     auto result = state_->result();
     if (!result) return;
-    layers_ = int(result->model.nLayers);
-    heads_ = int(result->model.nHeads);
     // Rebuilding every head's map costs a forward pass's worth of attention on long inputs:
-    // only when the grid is on screen (or exported).
-    if (isVisible()) buildThumbnails();
+    // only when the grid is on screen (or exported), and on the map thread.
+    if (isVisible()) requestThumbnails();
+    update();
+}
+
+QVector<QImage> HeadGridView::thumbnailsOf(const core::CaptureResult& result) {
+    QVector<QImage> images;
+    const int64_t L = int64_t(result.tokens.size());
+    for (int l = 0; l < int(result.model.nLayers); ++l) {
+        for (int h = 0; h < int(result.model.nHeads); ++h) {
+            auto map = result.maps->pooled(l, h, 0, L, 0, L, kThumbnail, kThumbnail, core::Pooling::Max);
+            images.push_back(map.defined() ? thumbnail(map) : QImage());
+        }
+    }
+    return images;
+}
+
+void HeadGridView::requestThumbnails() {
+    auto result = state_->result();
+    if (!result || builtFrom_ == result || requestedFrom_ == result) return;
+    requestedFrom_ = result;
+    MapJobs::instance().post<QVector<QImage>>(
+        channel_, this, [result] { return thumbnailsOf(*result); },
+        [this, result](QVector<QImage> images) {
+            requestedFrom_.reset();
+            setThumbnails(result, std::move(images));
+        });
+}
+
+void HeadGridView::setThumbnails(std::shared_ptr<const core::CaptureResult> result, QVector<QImage> images) {
+    builtFrom_ = std::move(result);
+    layers_ = int(builtFrom_->model.nLayers);
+    heads_ = int(builtFrom_->model.nHeads);
+    thumbnails_ = std::move(images);
     update();
 }
 
 void HeadGridView::buildThumbnails() {
     auto result = state_->result();
-    if (!result || builtFrom_ == result.get()) return;
-    builtFrom_ = result.get();
-    layers_ = int(result->model.nLayers);  // a paint may come before refresh()
-    heads_ = int(result->model.nHeads);
-    thumbnails_.clear();
-    const int64_t L = int64_t(result->tokens.size());
-    for (int l = 0; l < layers_; ++l) {
-        for (int h = 0; h < heads_; ++h) {
-            auto map = pooledWeights(*result, l, h, 0, L, 0, L, kThumbnail, kThumbnail,
-                                     core::Pooling::Max);
-            thumbnails_.push_back(map.defined() ? thumbnail(map) : QImage());
-        }
-    }
+    if (!result || builtFrom_ == result) return;
+    channel_.supersede();
+    requestedFrom_.reset();
+    setThumbnails(result, thumbnailsOf(*result));
 }
 
 QRect HeadGridView::cellRect(const QSize& size, int layer, int head) const {
@@ -127,7 +149,7 @@ void HeadGridView::paintGrid(QPainter* painter, const QSize& size) {
 }
 
 void HeadGridView::paintEvent(QPaintEvent*) {
-    buildThumbnails();
+    requestThumbnails();  // painted from the last thumbnails until the new ones arrive
     QPainter painter(this);
     paintGrid(&painter, size());
 }
@@ -170,7 +192,7 @@ QString HeadGridView::csv() const {
     QString out = "layer,head,query_from,query_to,key_from,key_to,max_weight\n";
     for (int l = 0; l < layers_; ++l) {
         for (int h = 0; h < heads_; ++h) {
-            const auto map = pooledWeights(*result, l, h, 0, L, 0, L, kThumbnail, kThumbnail,
+            const auto map = result->maps->pooled(l, h, 0, L, 0, L, kThumbnail, kThumbnail,
                                            core::Pooling::Max);
             if (!map.defined()) continue;
             const int64_t rows = map.size(0), keys = map.size(1);

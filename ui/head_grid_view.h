@@ -5,7 +5,9 @@
 #include <QImage>
 #include <QVector>
 
+#include "core/capture.h"
 #include "ui/exportable_view.h"
+#include "ui/map_jobs.h"
 
 namespace relulens::ui {
 
@@ -34,11 +36,16 @@ protected:
 private:
     QRect cellRect(const QSize& size, int layer, int head) const;
     void paintGrid(QPainter* painter, const QSize& size);
-    void buildThumbnails();  // when the result changed since the last build
+    static QVector<QImage> thumbnailsOf(const core::CaptureResult& result);  // layer-major
+    void requestThumbnails();  // from the map thread, when the result changed
+    void buildThumbnails();    // here and now (exports)
+    void setThumbnails(std::shared_ptr<const core::CaptureResult> result, QVector<QImage> images);
 
     QVector<QImage> thumbnails_;  // layer-major
     int layers_ = 0, heads_ = 0;
-    const void* builtFrom_ = nullptr;
+    std::shared_ptr<const core::CaptureResult> builtFrom_;      // what thumbnails_ show
+    std::shared_ptr<const core::CaptureResult> requestedFrom_;  // asked of the map thread
+    MapChannel channel_;
 };
 
 }  // namespace relulens::ui

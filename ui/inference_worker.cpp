@@ -1,6 +1,7 @@
 #include "ui/inference_worker.h"
 
 #include <QElapsedTimer>
+#include <algorithm>
 
 #include "core/device.h"
 #include "core/model_folder.h"
@@ -173,6 +174,58 @@ void InferenceController::cancel() {
     if (running_) cancel_ = cancelLoad_ = true;
 }
 
+QString InferenceController::keyOf(const InferenceRequest& request) {
+    const auto& run = request.capture.run;
+    return QString("%1\n%2 %3 %4 %5\n%6")
+        .arg(request.folder, QString::fromStdString(run.attention.label()),
+             QString::fromStdString(core::ffnKindName(run.ffn)))
+        .arg(request.capture.tauScale, 0, 'g', 17)
+        .arg(request.comparison ? QString::fromStdString(request.comparison->run.attention.label()) : QString())
+        .arg(QString::fromStdString(request.text));
+}
+
+namespace {
+
+// What a result holds in memory, roughly: its tensors.
+int64_t bytesOf(const core::CaptureResult& r) {
+    int64_t bytes = 0;
+    auto add = [&](const torch::Tensor& t) {
+        if (t.defined()) bytes += t.numel() * int64_t(t.element_size());
+    };
+    for (const auto& l : r.layers) {
+        add(l.slotActivations);
+        add(l.attention.rowSparsity);
+        add(l.attention.rowEntropy);
+        add(l.attention.rowMass);
+    }
+    if (r.maps) bytes += r.maps->bytes();
+    return bytes;
+}
+
+constexpr int64_t kRecentBytes = int64_t(1) << 30;  // kept results hold at most a gigabyte
+constexpr size_t kRecentCount = 8;
+
+}  // namespace
+
+void InferenceController::remember(const QString& key, const InferenceResponse& response) {
+    auto it = std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });
+    if (it == recent_.end()) {
+        if (!response.result) return;
+        recent_.push_back({key, response.result, nullptr, response.vocabulary, bytesOf(*response.result)});
+        it = recent_.end() - 1;
+    }
+    if (response.comparison) {
+        it->comparison = response.comparison;
+        it->bytes += bytesOf(*response.comparison);
+    }
+    int64_t total = 0;
+    for (const auto& r : recent_) total += r.bytes;
+    while (recent_.size() > 1 && (recent_.size() > kRecentCount || total > kRecentBytes)) {
+        total -= recent_.front().bytes;
+        recent_.erase(recent_.begin());
+    }
+}
+
 void InferenceController::dispatch() {
     InferenceRequest request;
     request.id = ++nextId_;
@@ -181,6 +234,22 @@ void InferenceController::dispatch() {
     request.capture = captureRequestFor(*state_);
     request.comparison = comparisonRequestFor(*state_);
     latestId_ = request.id;
+    const QString key = keyOf(request);
+    auto seen = std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });
+    if (seen != recent_.end() && seen->comparison) {
+        // Seen moments ago: no forward pass. A running request is cancelled, a pending one dropped.
+        Recent hit = *seen;
+        recent_.erase(seen);
+        recent_.push_back(hit);  // most recently used
+        pending_.reset();
+        if (running_) cancel_ = true;
+        ++reuseCount_;
+        shownFolder_ = request.folder;
+        state_->setResult(hit.result, hit.comparison, hit.vocabulary);
+        Q_EMIT computed(0.0, QString::fromStdString(hit.result->device));
+        return;
+    }
+    keys_[request.id] = key;
     if (running_) {
         pending_ = std::move(request);  // supersedes any older pending request
         cancel_ = true;
@@ -198,6 +267,10 @@ void InferenceController::start(InferenceRequest request) {
 }
 
 void InferenceController::onFinished(const InferenceResponse& response) {
+    if (auto key = keys_.find(response.id); key != keys_.end()) {
+        if (response.error.isEmpty()) remember(key->second, response);
+        if (response.final) keys_.erase(key);
+    }
     if (response.final) {
         running_ = false;
         if (pending_) {

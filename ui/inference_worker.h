@@ -76,6 +76,9 @@ public:
     ~InferenceController() override;
 
     bool busy() const { return running_; }
+    void forgetRecent() { recent_.clear(); }  // (the benchmark times forward passes)
+    // Answers taken from the recent results instead of a forward pass.
+    int reuseCount() const { return reuseCount_; }
     // The folder of the last result delivered (what the window shows).
     const QString& shownFolder() const { return shownFolder_; }
     int computeCount() const { return computeCount_; }
@@ -98,6 +101,17 @@ Q_SIGNALS:
     void requestToWorker(const relulens::ui::InferenceRequest& request);
 
 private:
+    // Recent answers by what produced them (model folder, text, variants, τ): going back to a
+    // variant or a text seen moments ago redraws without a forward pass.
+    struct Recent {
+        QString key;
+        std::shared_ptr<const core::CaptureResult> result, comparison;
+        std::shared_ptr<const core::SlotVocabulary> vocabulary;
+        int64_t bytes = 0;
+    };
+    static QString keyOf(const InferenceRequest& request);
+    void remember(const QString& key, const InferenceResponse& response);
+
     void dispatch();
     void start(InferenceRequest request);
     void onFinished(const InferenceResponse& response);
@@ -114,6 +128,9 @@ private:
     quint64 nextId_ = 0;
     quint64 latestId_ = 0;
     int computeCount_ = 0;
+    int reuseCount_ = 0;
+    std::vector<Recent> recent_;           // newest last
+    std::map<quint64, QString> keys_;      // request id -> its key, until answered
 };
 
 }  // namespace relulens::ui

@@ -133,9 +133,9 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
             [this](bool busy) { busy_->setText(busy ? "⏳ computing…" : QString()); });
     connect(inference_, &InferenceController::computed, this, [this](double ms, const QString& device) {
         auto result = state_->result();
-        timing_->setText(QString("%1 tokens · %2 ms on %3")
-                             .arg(result ? int(result->tokens.size()) : 0)
-                             .arg(ms, 0, 'f', 1).arg(device));
+        const int tokens = result ? int(result->tokens.size()) : 0;
+        timing_->setText(ms > 0 ? QString("%1 tokens · %2 ms on %3").arg(tokens).arg(ms, 0, 'f', 1).arg(device)
+                                : QString("%1 tokens · a recent result, shown again").arg(tokens));
     });
     connect(state_, &AppState::errorChanged, this, [this](const QString& message) {
         if (!message.isEmpty()) statusBar()->showMessage("⚠ " + message, 8000);

@@ -58,7 +58,9 @@ MemorySlotsView::MemorySlotsView(AppState* state, QWidget* parent)
         }
     });
     connect(state_, &AppState::resultChanged, this, &MemorySlotsView::refresh);
-    connect(state_, &AppState::selectionChanged, this, &MemorySlotsView::refresh);
+    connect(state_, &AppState::layerHeadChanged, this, &MemorySlotsView::refresh);
+    connect(state_, &AppState::queryChanged, this, &MemorySlotsView::refreshSelection);
+    connect(state_, &AppState::slotChanged, this, &MemorySlotsView::refreshSelection);
 }
 
 void MemorySlotsView::setOrder(Order order) {
@@ -94,7 +96,16 @@ void MemorySlotsView::refresh() {
                               .arg(QString::fromStdString(core::ffnKindName(result->run.ffn)))
                               .arg(result->trainedWithRun ? "" : " (swapped)"));
     map_.scale->axis()->setLabel("m_ti");
+    heat_->replot(QCustomPlot::rpQueuedReplot);
+    refreshSelection();
+}
 
+void MemorySlotsView::refreshSelection() {
+    auto result = state_->result();
+    if (!result || state_->layer() >= int(result->layers.size())) return;
+    const auto& activations = result->layers[size_t(state_->layer())].slotActivations;  // (L, d_ff)
+    if (!activations.defined()) return;
+    const int L = int(activations.size(0)), N = int(activations.size(1));
     const int token = state_->queryToken() >= 0 ? state_->queryToken() : L - 1;
     auto [values, ids] = activations[token].topk(std::min(10, N));
     values = values.contiguous();
@@ -113,7 +124,6 @@ void MemorySlotsView::refresh() {
     barsHeading_->setText(QString("Top slots of ‘%1’ (token %2)").arg(tokenLabel(*result, token)).arg(token));
     topSlotOfToken_ = ids.numel() > 0 ? int(ids.data_ptr<int64_t>()[0]) : -1;
     details_->setText(slotDescription());
-    heat_->replot(QCustomPlot::rpQueuedReplot);
     bars_->replot(QCustomPlot::rpQueuedReplot);
 }
 

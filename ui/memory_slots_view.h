@@ -30,6 +30,8 @@ public:
 
 public Q_SLOTS:
     void refresh() override;
+    // The token's top slots and the selected slot's details (the heatmap stays).
+    void refreshSelection();
 
 private:
     QCustomPlot* heat_;

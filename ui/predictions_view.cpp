@@ -22,7 +22,7 @@ PredictionsView::PredictionsView(AppState* state, QWidget* parent)
     plot_->yAxis->setRangeReversed(true);
     plot_->xAxis->setLabel("probability");
     connect(state_, &AppState::resultChanged, this, &PredictionsView::refresh);
-    connect(state_, &AppState::selectionChanged, this, &PredictionsView::refresh);
+    connect(state_, &AppState::queryChanged, this, &PredictionsView::refresh);
 }
 
 int PredictionsView::position() const {

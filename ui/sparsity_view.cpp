@@ -56,7 +56,7 @@ SparsityView::SparsityView(AppState* state, QWidget* parent)
         }
     });
     connect(state_, &AppState::resultChanged, this, &SparsityView::refresh);
-    connect(state_, &AppState::selectionChanged, this, &SparsityView::refresh);
+    connect(state_, &AppState::layerHeadChanged, this, &SparsityView::refresh);
 }
 
 void SparsityView::setMetric(Metric metric) {

@@ -16,7 +16,9 @@ TokenStrip::TokenStrip(AppState* state, QWidget* parent) : QWidget(parent), stat
         updateGeometry();
         update();
     });
-    connect(state_, &AppState::selectionChanged, this, qOverload<>(&QWidget::update));
+    for (auto signal : {&AppState::layerHeadChanged, &AppState::queryChanged, &AppState::slotChanged}) {
+        connect(state_, signal, this, qOverload<>(&QWidget::update));
+    }
 }
 
 void TokenStrip::setColouring(Colouring colouring) {

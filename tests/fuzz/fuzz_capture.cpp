@@ -104,8 +104,8 @@ void checkResult(const CaptureResult& r, const CaptureRequest& request, const st
     }
     const size_t expectedMaps =
         request.allMaps ? size_t(config.nLayers * config.nHeads) : request.maps.size();
-    if (r.maps.size() != expectedMaps) fail("wrong number of maps");
-    for (const auto& m : r.maps) {
+    if (r.maps->requested().size() != expectedMaps) fail("wrong number of maps");
+    for (const auto& m : r.maps->requested()) {
         if (m.weights.sizes() != torch::IntArrayRef({L, L})) fail("a map has the wrong shape");
     }
     if (isUtf8(text)) {

@@ -1,0 +1,39 @@
+#include "ui/map_jobs.h"
+
+#include <QCoreApplication>
+
+#include "core/device.h"
+
+namespace relulens::ui {
+
+MapJobs& MapJobs::instance() {
+    static MapJobs* jobs = nullptr;
+    if (!jobs) {
+        jobs = new MapJobs(QCoreApplication::instance());
+        QObject::connect(jobs, &QObject::destroyed, [] { jobs = nullptr; });
+    }
+    return *jobs;
+}
+
+MapJobs::MapJobs(QObject* parent) : QObject(parent), worker_(new QObject) {
+    worker_->moveToThread(&thread_);
+    connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+    thread_.setObjectName("relulens-maps");
+    thread_.start();
+}
+
+MapJobs::~MapJobs() {
+    thread_.quit();
+    thread_.wait();
+}
+
+void MapJobs::configureThread() {
+    // LibTorch's thread count is per thread under OpenMP.
+    static thread_local bool configured = false;
+    if (!configured) {
+        core::configureThreads();
+        configured = true;
+    }
+}
+
+}  // namespace relulens::ui

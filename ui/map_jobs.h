@@ -1,0 +1,77 @@
+// Map work that views ask for (pooled tiles, head thumbnails, compare panels, head means) runs
+// on one background thread, never on the GUI thread. Each view posts on its own channel, and a
+// channel keeps only its newest request: an older one not yet started is skipped, and the result
+// of one superseded while it ran is dropped. Results come back on the view's thread, ready to draw.
+#pragma once
+#include <QObject>
+#include <QThread>
+#include <atomic>
+#include <functional>
+#include <memory>
+
+namespace relulens::ui {
+
+// One view's stream of requests.
+class MapChannel {
+public:
+    MapChannel() : latest_(std::make_shared<std::atomic<quint64>>(0)) {}
+    // Forgets every request made so far: their results will be dropped.
+    void supersede() { ++*latest_; }
+    bool pending() const { return pendingCount_ > 0; }
+
+private:
+    friend class MapJobs;
+    std::shared_ptr<std::atomic<quint64>> latest_;
+    int pendingCount_ = 0;  // GUI thread only
+};
+
+class MapJobs : public QObject {
+    Q_OBJECT
+public:
+    // The shared thread, made on first use as a child of the application (stopped with it).
+    static MapJobs& instance();
+    ~MapJobs() override;
+
+    // Runs work() on the map thread unless a newer post on the channel supersedes it first, then
+    // done(result) on owner's thread unless a newer post came meanwhile. work must not touch
+    // widgets: it gets what it needs by value (shared results are immutable).
+    template <class R>
+    void post(MapChannel& channel, QObject* owner, std::function<R()> work, std::function<void(R)> done) {
+        const quint64 id = ++*channel.latest_;
+        auto latest = channel.latest_;
+        ++channel.pendingCount_;
+        ++pending_;
+        auto* counter = &channel.pendingCount_;
+        QMetaObject::invokeMethod(worker_, [this, id, latest, owner, counter, work = std::move(work),
+                                            done = std::move(done)]() mutable {
+            configureThread();
+            auto result = std::make_shared<R>();
+            const bool current = latest->load() == id;
+            if (current) *result = work();
+            // the owner's part is dropped by Qt if the owner is gone; the count is kept here
+            QMetaObject::invokeMethod(owner, [id, latest, counter, current, result, done] {
+                --*counter;
+                if (current && latest->load() == id) done(std::move(*result));
+            });
+            QMetaObject::invokeMethod(this, [this] {
+                if (--pending_ == 0) Q_EMIT idle();
+            });
+        });
+    }
+
+    // Requests posted and not yet answered, over every channel (for tests and the benchmark).
+    int pending() const { return pending_; }
+
+Q_SIGNALS:
+    void idle();  // the last pending request was answered
+
+private:
+    explicit MapJobs(QObject* parent);
+    static void configureThread();
+
+    QThread thread_;
+    QObject* worker_;  // lives on thread_: the context the work runs in
+    int pending_ = 0;  // GUI thread only
+};
+
+}  // namespace relulens::ui
