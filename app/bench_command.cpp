@@ -289,8 +289,8 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     std::printf("load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
                 "weights (%.0f MB)\n\n",
                 loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %6s %7s %10s %8s", "tokens", "forward", "floor", "×floor",
-                "capture", "maps only", "one map", "toggle", "back", "stall", "text→PNG", "peak MB");
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens", "forward", "floor", "×floor",
+                "capture", "maps only", "one map", "toggle", "back", "+word", "stall", "text→PNG", "peak MB");
     if (baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
     std::printf("\n");
 
@@ -326,7 +326,7 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
                               {"floor_ms", floor}, {"forward_over_floor", forward / floor},
                               {"capture_ms", captureMs}, {"maps_only_capture_ms", mapsOnlyMs},
                               {"one_map_ms", mapMs}};
-        double toggle = 0, picture = 0, stall = 0, back = 0;
+        double toggle = 0, picture = 0, stall = 0, back = 0, append = 0;
 #ifdef RELULENS_WITH_GUI
         if (gui) {
             auto timings = benchGui(argc, argv, *loaded, modelFolder, text, *repeats);
@@ -340,7 +340,9 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
             row["text_to_picture_ms"] = picture;
             row["gui_stall_ms"] = timings->stallMs;
             row["toggle_back_ms"] = timings->toggleBackMs;
+            row["append_word_ms"] = timings->appendWordMs;
             back = timings->toggleBackMs;
+            append = timings->appendWordMs;
             stall = timings->stallMs;
         }
 #else
@@ -350,9 +352,9 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
         const double peak = peakResidentMb();
         row["peak_rss_mb"] = peak;
         auto cell = [](double v) { return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–"); };
-        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9s %6s %7s %10s %8.0f", n, forward, floor,
+        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f", n, forward, floor,
                     forward / floor, captureMs, mapsOnlyMs, mapMs, cell(toggle).c_str(),
-                    cell(back).c_str(), cell(stall).c_str(), cell(picture).c_str(), peak);
+                    cell(back).c_str(), cell(append).c_str(), cell(stall).c_str(), cell(picture).c_str(), peak);
         if (baseline) {
             auto b = runBaseline(python, script, modelFolder, tokens, *maps, layer, int(*baselineRepeats));
             if (!b) return fail(b.error());
@@ -380,7 +382,7 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
                 "forward with every diagnostic and maps on demand (what the window asks for); maps "
                 "only: the same without diagnostics and slot activations; one "
                 "map: rebuilding the last layer's head 0 (L × L); toggle: activation toggle to the "
-                "redrawn attention map and sparsity views (a variant not seen before); back: toggling back to a variant seen moments ago (no forward pass); stall: the GUI thread's longest time without turning its event loop during the toggles; text→PNG: the maps-only capture and the "
+                "redrawn attention map and sparsity views (a variant not seen before); back: toggling back to a variant seen moments ago (no forward pass); +word: one more word typed at the end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest time without turning its event loop during the toggles and typing; text→PNG: the maps-only capture and the "
                 "attention map view written to a PNG (what relulens render --view attention does); peak MB: the process's peak resident memory so far%s.\n",
                 baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
                            "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"

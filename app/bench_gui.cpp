@@ -1,6 +1,7 @@
 // The window's part of `relulens bench`: an activation toggle through the real state, worker
 // thread and widgets until the attention map and sparsity views are redrawn (offscreen), and
 // text → capture → attention map view written to a PNG, as `relulens render` does it.
+#include <functional>
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -110,7 +111,7 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
 
     // Toggle → both views redrawn, from an idle worker (the user looks, then toggles), with the
     // longest time the GUI thread did not turn its event loop meanwhile.
-    auto toggle = [&]() -> core::Result<double> {
+    auto redrawAfter = [&](const std::function<void()>& change) -> core::Result<double> {
         int pending = 2;
         QEventLoop loop;
         auto done = [&] { if (--pending == 0) loop.quit(); };
@@ -119,7 +120,7 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
                                    &loop, done);
         QElapsedTimer timer;
         timer.start();
-        b.state->toggleSoftmaxRelu();
+        change();
         QTimer::singleShot(kTimeoutMs, &loop, &QEventLoop::quit);
         loop.exec();
         QObject::disconnect(c1);
@@ -130,7 +131,8 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
         QApplication::processEvents();
         return ms;
     };
-    std::vector<double> toggles, backs;
+    auto toggle = [&] { return redrawAfter([&] { b.state->toggleSoftmaxRelu(); }); };
+    std::vector<double> toggles, backs, appends;
     ui::StallProbe probe;
     probe.start();
     for (int r = 0; r < repeats + 1; ++r) {
@@ -145,8 +147,17 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
         if (!ms) return core::Error{ms.error()};
         if (r > 0) backs.push_back(*ms);
     }
+    // One more word typed at the end: the first tokens' work is reused, only the new ones run.
+    QString typed = QString::fromStdString(text);
+    for (int r = 0; r < repeats + 1; ++r) {
+        typed += " and";
+        auto ms = redrawAfter([&] { b.state->setText(typed); });
+        if (!ms) return core::Error{ms.error()};
+        if (r > 0) appends.push_back(*ms);  // the first may follow another variant's pass
+    }
     timings.toggleMs = median(toggles);
     timings.toggleBackMs = median(backs);
+    timings.appendWordMs = median(appends);
     timings.stallMs = probe.stop();
 
     // Text → capture → the attention map view in a PNG file.

@@ -22,7 +22,8 @@ struct GuiTimings {
     double toggleMs = 0;         // activation toggle → attention map and sparsity views redrawn
     double textToPictureMs = 0;  // text → capture → attention map view written to a PNG
     double toggleBackMs = 0;     // toggle back to a variant seen moments ago → both redrawn
-    double stallMs = 0;          // the GUI thread's longest stall during the toggles
+    double appendWordMs = 0;     // one more word typed at the end → both redrawn
+    double stallMs = 0;          // the GUI thread's longest stall during the toggles and typing
 };
 // The window's part of `relulens bench`: medians through the real state, worker thread and
 // widgets, offscreen. Creates the QApplication on first use.

@@ -61,16 +61,98 @@ PooledMap::PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t ke
       outKeys_(std::clamp<int64_t>(outKeys, 1, std::max<int64_t>(1, keyEnd - keyBegin))),
       pooling_(pooling) {
     if (rowEnd <= rowBegin || keyEnd <= keyBegin) throw std::invalid_argument("empty map region");
-    const int64_t C = keyEnd - keyBegin;
+    init(device);
+}
+
+PooledMap::PooledMap(int64_t heads, int64_t tokens, int64_t cell, int64_t maxCells,
+                     const torch::Device& device)
+    : heads_(heads), rowBegin_(0), rowEnd_(tokens), keyBegin_(0), keyEnd_(tokens),
+      outRows_((tokens + cell - 1) / cell), outKeys_(outRows_), pooling_(Pooling::Max), cell_(cell),
+      maxCells_(maxCells) {
+    if (tokens <= 0) throw std::invalid_argument("empty map region");
+    init(device);
+}
+
+namespace {
+
+int64_t overviewCell(int64_t tokens, int64_t maxCells) {
+    int64_t cell = 1;
+    while ((tokens + cell - 1) / cell > std::max<int64_t>(1, maxCells)) cell *= 2;
+    return cell;
+}
+
+}  // namespace
+
+PooledMap PooledMap::overview(int64_t heads, int64_t tokens, int64_t maxCells,
+                              const torch::Device& device) {
+    return PooledMap(heads, tokens, overviewCell(tokens, maxCells), maxCells, device);
+}
+
+PooledMap PooledMap::extended(int64_t tokens) const {
+    if (cell_ == 0 || tokens < rowEnd_) throw std::logic_error("only an overview can grow");
+    PooledMap out(heads_, tokens, std::max(cell_, overviewCell(tokens, maxCells_)), maxCells_,
+                  values_.device());
+    // Cells of a power-of-two width nest: each new cell is the union of f × f old ones.
+    const int64_t f = out.cell_ / cell_, n = outRows_, m = (n + f - 1) / f;
+    const float lowest = -std::numeric_limits<float>::infinity();
+    auto values = torch::constant_pad_nd(values_, {0, m * f - n, 0, m * f - n}, lowest);
+    auto counts = torch::constant_pad_nd(counts_, {0, m * f - n, 0, m * f - n}, 0);
+    values = values.view({heads_, m, f, m, f}).amax({2, 4});
+    counts = counts.view({m, f, m, f}).sum({1, 3});
+    out.values_.narrow(1, 0, m).narrow(2, 0, m).copy_(values);
+    out.counts_.narrow(0, 0, m).narrow(1, 0, m).copy_(counts);
+    return out;
+}
+
+void PooledMap::addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b) {
+    // One pass over each row's visible entries (keys 0..i): a running maximum per cell of
+    // cell_ keys, and the cell's count of visible entries. (The general path's gathers make
+    // several passes over the whole block: 4 s of an 8,192-token capture.)
+    const int64_t K = block.size(2), R = block.size(1);
+    const float* in = block.data_ptr<float>();
+    float* v = values_.data_ptr<float>();
+    float* counts = counts_.data_ptr<float>();
+    for (int64_t i = a; i < b; ++i) {
+        const int64_t visible = std::min(i + 1, K);  // keys 0..i, as far as the block holds them
+        const int64_t rowCell = i / cell_, cells = (visible + cell_ - 1) / cell_;
+        for (int64_t c = 0; c < cells; ++c) {
+            counts[rowCell * outKeys_ + c] += float(std::min(visible, (c + 1) * cell_) - c * cell_);
+        }
+        for (int64_t h = 0; h < heads_; ++h) {
+            const float* x = in + (h * R + (i - r0)) * K;
+            float* into = v + (h * outRows_ + rowCell) * outKeys_;
+            for (int64_t c = 0; c < cells; ++c) {
+                const int64_t hi = std::min(visible, (c + 1) * cell_);
+                float best = into[c];
+                for (int64_t j = c * cell_; j < hi; ++j) best = std::max(best, x[j]);
+                into[c] = best;
+            }
+        }
+    }
+}
+
+PooledMap PooledMap::copy() const {
+    PooledMap out = *this;
+    out.values_ = values_.clone();
+    out.counts_ = counts_.clone();
+    return out;
+}
+
+int64_t PooledMap::edge(int64_t a, int64_t extent, int64_t n) const {
+    return cell_ > 0 ? std::min(a * cell_, extent) : poolEdge(a, extent, n);
+}
+
+void PooledMap::init(const torch::Device& device) {
+    const int64_t C = keyEnd_ - keyBegin_;
     for (int64_t b = 0; b < outKeys_; ++b) {
-        width_ = std::max(width_, poolEdge(b + 1, C, outKeys_) - poolEdge(b, C, outKeys_));
+        width_ = std::max(width_, edge(b + 1, C, outKeys_) - edge(b, C, outKeys_));
     }
     // Every cell gathers `width_` columns; narrower cells repeat their last column, which the
     // maximum ignores and the validity mask removes from sums and counts.
     std::vector<int64_t> index;
     std::vector<float> valid;
     for (int64_t b = 0; b < outKeys_; ++b) {
-        const int64_t lo = poolEdge(b, C, outKeys_), hi = poolEdge(b + 1, C, outKeys_);
+        const int64_t lo = edge(b, C, outKeys_), hi = edge(b + 1, C, outKeys_);
         for (int64_t t = 0; t < width_; ++t) {
             index.push_back(std::min(lo + t, hi - 1));
             valid.push_back(lo + t < hi ? 1.0f : 0.0f);
@@ -79,9 +161,9 @@ PooledMap::PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t ke
     keyIndex_ = longTensor(index, device);
     keyValid_ = torch::tensor(valid).view({outKeys_, width_}).to(device);
     auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
-    values_ = pooling == Pooling::Max
-                  ? torch::full({heads, outRows_, outKeys_}, -std::numeric_limits<float>::infinity(), options)
-                  : torch::zeros({heads, outRows_, outKeys_}, options);
+    values_ = pooling_ == Pooling::Max
+                  ? torch::full({heads_, outRows_, outKeys_}, -std::numeric_limits<float>::infinity(), options)
+                  : torch::zeros({heads_, outRows_, outKeys_}, options);
     counts_ = torch::zeros({outRows_, outKeys_}, options);
 }
 
@@ -94,8 +176,12 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
     // so only the cells over them are touched.
     const int64_t available = std::clamp<int64_t>(K - keyBegin_, 0, C);
     if (available == 0) return;
-    const int64_t cells = (available * outKeys_ - 1) / C + 1;
+    const int64_t cells = cell_ > 0 ? (available + cell_ - 1) / cell_ : (available * outKeys_ - 1) / C + 1;
     const auto device = valuesIn.device();
+    if (cell_ > 0 && values_.is_cpu() && device.is_cpu()) {
+        addOverviewRows(valuesIn.to(torch::kFloat32).contiguous(), r0, a, b);
+        return;
+    }
     const auto region = valuesIn.to(torch::kFloat32).narrow(1, a - r0, Rs).narrow(2, keyBegin_, available);
     const auto index = keyIndex_.narrow(0, 0, cells * width_);        // region columns
     const auto inBlock = index < available;                           // (cells · width)
@@ -107,8 +193,8 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
     std::vector<int64_t> rowCell;
     const int64_t extent = rowEnd_ - rowBegin_;
     for (int64_t i = a; i < b; ++i) {
-        // the cell c with poolEdge(c) <= i - rowBegin < poolEdge(c + 1)
-        rowCell.push_back(((i - rowBegin_ + 1) * outRows_ - 1) / extent);
+        // the cell c with edge(c) <= i - rowBegin < edge(c + 1)
+        rowCell.push_back(cell_ > 0 ? (i - rowBegin_) / cell_ : ((i - rowBegin_ + 1) * outRows_ - 1) / extent);
     }
     const auto rowIndex = longTensor(rowCell, device);  // (Rs)
     counts_.narrow(1, 0, cells)

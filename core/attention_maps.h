@@ -30,16 +30,34 @@ class PooledMap {
 public:
     PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t keyBegin, int64_t keyEnd,
               int64_t outRows, int64_t outKeys, Pooling pooling, const torch::Device& device);
+    // The whole map of `tokens` tokens max-pooled to cells of w × w tokens, w the smallest power
+    // of two that needs at most maxCells a side (the last cell may be narrower). Because the
+    // cells do not move as tokens are added, extended() can grow it.
+    static PooledMap overview(int64_t heads, int64_t tokens, int64_t maxCells,
+                              const torch::Device& device);
+    // An overview of a longer input sharing this one's first tokens (rows 0..tokens()-1 already
+    // added), with cells widened as overview() would choose them; add() then takes the new rows.
+    PooledMap extended(int64_t tokens) const;
+    PooledMap copy() const;  // with its own running values
     // values: (H, R, K), rows rowOffset..rowOffset+R-1 against keys 0..K-1; keys from K on are
     // taken as masked.
     void add(const torch::Tensor& values, int64_t rowOffset);
     torch::Tensor result() const;  // (H, outRows, outKeys) CPU float
     int64_t outRows() const { return outRows_; }
     int64_t outKeys() const { return outKeys_; }
+    int64_t cellWidth() const { return cell_; }  // tokens per cell of an overview, else 0
 
 private:
+    PooledMap(int64_t heads, int64_t tokens, int64_t cell, int64_t maxCells, const torch::Device& device);
+    void init(const torch::Device& device);
+    int64_t edge(int64_t a, int64_t extent, int64_t n) const;  // first input of cell a
+    // add() for an overview on the CPU: rows a..b-1 of the block (H, R, K) of rows r0...
+    void addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b);
+
     int64_t heads_, rowBegin_, rowEnd_, keyBegin_, keyEnd_, outRows_, outKeys_;
     Pooling pooling_;
+    int64_t cell_ = 0;        // uniform cells of this many tokens (overviews), else 0
+    int64_t maxCells_ = 0;
     torch::Tensor keyIndex_;  // (outKeys · width) region columns gathered per cell
     torch::Tensor keyValid_;  // (outKeys, width) 1 for a real column, 0 for padding
     int64_t width_ = 1;

@@ -55,9 +55,51 @@ std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsI
 
 }  // namespace
 
+namespace {
+
+// Rows before the end from which a continuation can also start (see CaptureMemory).
+constexpr int64_t kCheckpointRows = 16;
+
+bool sameRequest(const CaptureRequest& a, const CaptureRequest& b) {
+    return sameVariants(a.run, b.run) && a.lazyMaps == b.lazyMaps &&
+           a.slotActivations == b.slotActivations && a.diagnostics == b.diagnostics &&
+           a.topK == b.topK && a.tauScale == b.tauScale && a.blockRows == b.blockRows &&
+           a.overviewCells == b.overviewCells && a.overviewFromTokens == b.overviewFromTokens;
+}
+
+// The checkpoint of `memory` a capture of `ids` can continue from, or null.
+const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory, const LanguageModel& model,
+                                              const CaptureRequest& request,
+                                              const std::vector<int64_t>& ids) {
+    if (!memory || memory->model != &model || !sameRequest(memory->request, request)) return nullptr;
+    const auto L = int64_t(ids.size());
+    const bool overviews = request.overviewCells > 0 && L > request.overviewFromTokens;
+    if (overviews != !memory->atEnd.overviews.empty()) return nullptr;  // (both past the threshold)
+    const auto P = int64_t(memory->ids.size());
+    int64_t shared = 0;
+    while (shared < std::min(P, L) && ids[size_t(shared)] == memory->ids[size_t(shared)]) ++shared;
+    for (const auto* c : {&memory->atEnd, &memory->beforeEnd}) {
+        if (c->row > 0 && c->row <= shared && c->row < L) return c;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+int64_t CaptureMemory::bytes() const {
+    int64_t total = 0;
+    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations, &ffnOutput}) {
+        for (const auto& t : *list) {
+            if (t.defined()) total += t.numel() * int64_t(t.element_size());
+        }
+    }
+    return total;
+}
+
 Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
                               const std::string& text, const CaptureRequest& request,
-                              const std::atomic<bool>* cancel) {
+                              const std::atomic<bool>* cancel, const CaptureMemory* previous,
+                              std::shared_ptr<const CaptureMemory>* memoryOut) {
     const auto& config = model.info();
     if (text.empty()) return Error{"the text is empty: type or paste something to inspect"};
     if (text.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
@@ -103,63 +145,132 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     }
     std::vector<int64_t> ids;
     for (const auto& t : result.tokens) ids.push_back(t.id);
+    const bool anyMaps = request.allMaps || !request.maps.empty();
+    const bool continuable = memoryOut && !anyMaps;
+    const CaptureMemory::Checkpoint* from = !anyMaps ? continuation(previous, model, request, ids) : nullptr;
+    const CaptureMemory* past = from ? previous : nullptr;
+    const int64_t P = from ? from->row : 0;  // tokens taken from the previous capture
+    result.reusedTokens = P;
 
     torch::NoGradGuard noGrad;
-    auto input = torch::tensor(ids, torch::kLong).view({1, L}).to(model.device());
+    std::vector<int64_t> newIds(ids.begin() + P, ids.end());
+    auto input = torch::tensor(newIds, torch::kLong).view({1, L - P}).to(model.device());
     ForwardTrace trace;
-    const bool anyMaps = request.allMaps || !request.maps.empty();
     trace.options.weights = anyMaps;
     trace.options.scores = anyMaps && request.mapScores;
-    trace.options.headOutputs = request.diagnostics;
-    trace.options.queriesKeys = request.lazyMaps;
+    trace.options.headOutputs = request.diagnostics || continuable;
+    trace.options.queriesKeys = request.lazyMaps || continuable;
+    trace.options.values = continuable;
     trace.blockRows = request.blockRows;
-    trace.options.ffn = request.diagnostics || request.slotActivations;
+    trace.options.ffn = request.diagnostics || request.slotActivations || continuable;
+    if (past) {
+        for (int64_t l = 0; l < config.nLayers; ++l) {
+            trace.pastKeys.push_back(past->keys[size_t(l)].narrow(2, 0, P));
+            trace.pastValues.push_back(past->values[size_t(l)].narrow(2, 0, P));
+        }
+    }
     // Diagnostics are accumulated block by block as the forward pass makes the weights.
     std::vector<AttentionDiagnosticsAccumulator> accumulators;
     if (request.diagnostics) {
         const auto rule = attentionSparsityRule(request.run.attention, request.tauScale);
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            accumulators.emplace_back(config.nHeads, L, rule, model.device(), config.window(l));
+            if (from) {
+                accumulators.push_back(from->accumulators[size_t(l)].resized(L));
+            } else {
+                accumulators.emplace_back(config.nHeads, L, rule, model.device(), config.window(l));
+            }
         }
     }
     std::vector<PooledMap> overviews;
     if (request.overviewCells > 0 && L > request.overviewFromTokens) {
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            overviews.emplace_back(config.nHeads, 0, L, 0, L, request.overviewCells,
-                                   request.overviewCells, Pooling::Max, model.device());
+            overviews.push_back(from ? from->overviews[size_t(l)].extended(L)
+                                     : PooledMap::overview(config.nHeads, L, request.overviewCells,
+                                                           model.device()));
         }
     }
+    // A continuable capture keeps the running state both at the end and kCheckpointRows before
+    // it, splitting the block that holds that row.
+    CaptureMemory::Checkpoint checkpoint;
+    checkpoint.row = std::max<int64_t>(P, L - kCheckpointRows);
+    const bool keepCheckpoint = continuable && checkpoint.row > 0 && checkpoint.row < L;
+    if (keepCheckpoint && checkpoint.row == P) {
+        for (const auto& a : accumulators) checkpoint.accumulators.push_back(a.resized(L));
+        for (const auto& o : overviews) checkpoint.overviews.push_back(o.copy());
+    }
+    auto addBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& w) {
+        if (!accumulators.empty()) accumulators[size_t(layer)].add(w, rowOffset);
+        if (!overviews.empty()) overviews[size_t(layer)].add(w, rowOffset);
+    };
     if (!accumulators.empty() || !overviews.empty()) {
-        trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& w) {
-            if (!accumulators.empty()) accumulators[size_t(layer)].add(w[0], rowOffset);
-            if (!overviews.empty()) overviews[size_t(layer)].add(w[0], rowOffset);
+        trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& block) {
+            const auto w = block[0];
+            const int64_t R = w.size(1), split = checkpoint.row - rowOffset;
+            if (!keepCheckpoint || checkpoint.row == P || split < 0 || split >= R) {
+                addBlock(layer, rowOffset, w);
+                return;
+            }
+            if (split > 0) addBlock(layer, rowOffset, w.narrow(1, 0, split));
+            if (!accumulators.empty()) {
+                checkpoint.accumulators.push_back(accumulators[size_t(layer)].resized(L));
+            }
+            if (!overviews.empty()) checkpoint.overviews.push_back(overviews[size_t(layer)].copy());
+            addBlock(layer, checkpoint.row, w.narrow(1, split, R - split));
         };
     }
     if (cancel) trace.cancelled = [cancel] { return cancel->load(); };
-    auto logits = model.forward(input, request.run, &trace);  // (1, L, V)
+    auto logits = model.forward(input, request.run, &trace);  // (1, L - P, V)
     if (!logits.defined() || (cancel && cancel->load())) return Error{"cancelled"};
-    result.predictions = topPredictions(logits[0], request.topK, tokenizer);
+    if (past) {
+        result.predictions.assign(past->predictions.begin(), past->predictions.begin() + P);
+    }
+    for (auto& p : topPredictions(logits[0], request.topK, tokenizer)) {
+        result.predictions.push_back(std::move(p));
+    }
     logits = torch::Tensor();
 
+    // Layer tensors of the new rows, preceded by the previous capture's first P rows.
+    auto joined = [&](const std::vector<torch::Tensor> CaptureMemory::*list, int64_t l,
+                      const torch::Tensor& fresh, int64_t dim) {
+        if (!past || !fresh.defined()) return fresh;
+        return torch::cat({((*past).*list)[size_t(l)].narrow(dim, 0, P), fresh}, dim);
+    };
+    std::shared_ptr<CaptureMemory> memory;
+    if (continuable) memory = std::make_shared<CaptureMemory>();
     std::vector<AttentionMaps::Layer> lazyLayers;
     std::vector<HeadMap> requested;
     for (int64_t l = 0; l < config.nLayers; ++l) {
         if (cancel && cancel->load()) return Error{"cancelled"};
         const auto& t = trace.layers[size_t(l)];
+        const auto q = t.q.defined() ? joined(&CaptureMemory::queries, l, t.q[0], 1) : torch::Tensor();
+        const auto headOutputs =
+            t.headOutputs.defined() ? joined(&CaptureMemory::headOutputs, l, t.headOutputs[0], 1) : torch::Tensor();
+        const auto ffnInput = t.ffnInput.defined() ? joined(&CaptureMemory::ffnInput, l, t.ffnInput[0], 0) : torch::Tensor();
+        const auto slots =
+            t.slotActivations.defined() ? joined(&CaptureMemory::slotActivations, l, t.slotActivations[0], 0) : torch::Tensor();
+        const auto ffnOutput = t.ffnOutput.defined() ? joined(&CaptureMemory::ffnOutput, l, t.ffnOutput[0], 0) : torch::Tensor();
         LayerCapture layer;
         if (request.diagnostics) {
-            layer.attention = accumulators[size_t(l)].finish(t.headOutputs[0]);
+            layer.attention = accumulators[size_t(l)].finish(headOutputs);
             layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
             layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
             layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
-            layer.ffn = model.ffnDiagnostics(l, t.ffnInput[0], t.slotActivations[0],
-                                             t.ffnOutput.defined() ? t.ffnOutput[0] : torch::Tensor(),
-                                             request.run.ffn, request.tauScale);
+            layer.ffn = model.ffnDiagnostics(l, ffnInput, slots, ffnOutput, request.run.ffn,
+                                             request.tauScale);
             layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
         }
-        if (request.slotActivations) layer.slotActivations = t.slotActivations[0].to(torch::kCPU);
+        if (request.slotActivations) layer.slotActivations = slots.to(torch::kCPU);
         if (request.lazyMaps) {
-            lazyLayers.push_back({t.q[0], t.k[0], model.attentionGamma(l), config.window(l)});
+            lazyLayers.push_back({q, t.k[0], model.attentionGamma(l), config.window(l)});
+        }
+        if (memory) {
+            memory->keys.push_back(t.k);
+            memory->values.push_back(t.v);
+            memory->queries.push_back(q);
+            memory->headOutputs.push_back(headOutputs);
+            memory->ffnInput.push_back(ffnInput);
+            memory->slotActivations.push_back(slots);
+            memory->ffnOutput.push_back(ffnOutput);
         }
         for (int64_t h = 0; h < config.nHeads; ++h) {
             bool wanted = request.allMaps;
@@ -180,6 +291,17 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     }
     result.maps = std::make_shared<const MapSource>(L, std::move(requested), std::move(lazy),
                                                     std::move(pooledOverviews));
+    if (memory) {
+        memory->model = &model;
+        memory->request = request;
+        memory->ids = ids;
+        memory->predictions = result.predictions;
+        memory->atEnd.row = L;
+        memory->atEnd.accumulators = std::move(accumulators);
+        memory->atEnd.overviews = std::move(overviews);
+        if (keepCheckpoint) memory->beforeEnd = std::move(checkpoint);
+        *memoryOut = std::move(memory);
+    }
     result.milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
             .count();

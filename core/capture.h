@@ -51,6 +51,31 @@ struct LayerCapture {
     torch::Tensor slotActivations;  // (L, d_ff) CPU float, when requested
 };
 
+// What a capture can keep (capture's memoryOut) so that the next capture, of a text whose tokens start with
+// this one's (typing at the end, the common case), runs only the new tokens. The model is causal:
+// the first tokens' keys, values, head outputs and FFN activations do not change when tokens are
+// added after them. Opaque to the views.
+struct CaptureMemory {
+    const LanguageModel* model = nullptr;
+    CaptureRequest request;
+    std::vector<int64_t> ids;
+    // Per layer: keys and values (1, H_kv, L, dh); queries and head outputs (H, L, dh);
+    // FFN input, slot activations and output (L, ·).
+    std::vector<torch::Tensor> keys, values, queries, headOutputs, ffnInput, slotActivations, ffnOutput;
+    // The diagnostics' and overviews' running state after the first `row` tokens. The last
+    // tokens often change as a word is typed (a piece grows), so besides the state at the end a
+    // checkpoint a few rows before it is kept, and a continuation starts from the later one
+    // that its text still shares.
+    struct Checkpoint {
+        int64_t row = 0;
+        std::vector<AttentionDiagnosticsAccumulator> accumulators;
+        std::vector<PooledMap> overviews;
+    };
+    Checkpoint atEnd, beforeEnd;
+    std::vector<std::vector<Prediction>> predictions;
+    int64_t bytes() const;
+};
+
 struct CaptureResult {
     ModelInfo model;
     RunSpec run;
@@ -62,6 +87,7 @@ struct CaptureResult {
     std::vector<LayerCapture> layers;
     std::shared_ptr<const MapSource> maps;  // every attention map the views and exports ask for
     double milliseconds = 0;  // forward pass and capture
+    int64_t reusedTokens = 0;  // leading tokens taken from a previous capture's memory
 };
 
 bool sameVariants(const RunSpec& a, const RunSpec& b);
@@ -74,9 +100,14 @@ CaptureRequest viewerRequest(const RunSpec& run, double tauScale);
 CaptureRequest mapsOnlyRequest(const RunSpec& run);
 
 // Fails with a readable message on empty text, too many tokens, a bad head, a variant the
-// model cannot run, or cancellation.
+// model cannot run, or cancellation. With memoryOut (and no requested maps), what a capture of
+// a longer text needs is kept there. With `previous` (the memory of an earlier capture of the
+// same model and request), the tokens its text shares are taken from it and only the rest run;
+// the result equals a capture without it.
 Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
                               const std::string& text, const CaptureRequest& request,
-                              const std::atomic<bool>* cancel = nullptr);
+                              const std::atomic<bool>* cancel = nullptr,
+                              const CaptureMemory* previous = nullptr,
+                              std::shared_ptr<const CaptureMemory>* memoryOut = nullptr);
 
 }  // namespace relulens::core

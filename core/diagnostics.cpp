@@ -205,6 +205,19 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
     });
 }
 
+AttentionDiagnosticsAccumulator AttentionDiagnosticsAccumulator::resized(int64_t tokens) const {
+    AttentionDiagnosticsAccumulator out = *this;
+    out.tokens_ = tokens;
+    const int64_t kept = std::min(tokens, tokens_);
+    for (auto* t : {&out.sparseCount_, &out.mass_, &out.entropy_, &out.top1_, &out.topPct_,
+                    &out.distanceSums_}) {
+        auto grown = torch::zeros({heads_, tokens}, t->options());
+        grown.narrow(1, 0, kept).copy_(t->narrow(1, 0, kept));
+        *t = grown;
+    }
+    return out;
+}
+
 AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor& headOutputs) const {
     const int64_t H = heads_, L = tokens_;
     const auto device = mass_.device();
@@ -261,18 +274,26 @@ AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,
 }
 
 FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor& slots,
-                              const FfnWeights& w, FfnKind kind, double tauScale) {
+                              const FfnWeights& w, FfnKind kind, double tauScale,
+                              const torch::Tensor& output) {
     FfnDiagnostics out;
-    const int64_t N = slots.size(-1);
+    const int64_t L = slots.size(0), N = slots.size(-1);
     out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
     const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
     out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
     out.sparsity = sparse.to(torch::kFloat32).mean().item<double>();
-    out.outputVariance = ffnOutput(slots, w, kind).var(/*unbiased=*/false).item<double>();
+    const auto full = output.defined() ? output : ffnOutput(slots, w, kind);
+    out.outputVariance = full.var(/*unbiased=*/false).item<double>();
     // Output variance of the memory restricted to its first N' slots (paper 1's mechanism:
     // softmax shrinks the output as slots grow, ReLU does not). b2 is left out.
-    // The first N' slots' pre-activations are the first N' columns of the full ones.
-    const auto pre = ffnPreActivations(ffnInput, w, kind);
+    // The first N' slots' pre-activations are the first N' columns of the full ones; the curve
+    // is taken over at most kSlotCurveTokens evenly spaced tokens, as for gated memories.
+    auto input = ffnInput;
+    if (L > kSlotCurveTokens) {
+        input = ffnInput.index_select(
+            0, torch::linspace(0, double(L - 1), kSlotCurveTokens, ffnInput.options()).round().to(torch::kLong));
+    }
+    const auto pre = ffnPreActivations(input, w, kind);
     for (int64_t n = std::min<int64_t>(N, 16); ; n = std::min(N, n * 2)) {
         FfnWeights sub{w.w1.narrow(0, 0, n), w.b1.narrow(0, 0, n), w.w2.narrow(1, 0, n),
                        torch::zeros_like(w.b2), w.lnW, w.lnB, w.eps};

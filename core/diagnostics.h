@@ -64,6 +64,9 @@ public:
     void setFused(bool fused) { fused_ = fused; }
     // headOutputs: (H, L, d_head) or undefined. Every row must have been added.
     AttentionDiagnostics finish(const torch::Tensor& headOutputs) const;
+    // A deep copy for an input of `tokens` tokens that starts with this one's tokens: what the
+    // rows added so far contributed is kept, and the remaining rows are added to the copy.
+    AttentionDiagnosticsAccumulator resized(int64_t tokens) const;
 
 private:
     void addRows(const torch::Tensor& weights, int64_t rowOffset);  // fused, CPU
@@ -80,16 +83,19 @@ AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,
                                           const torch::Tensor& headOutputs,
                                           const SparsityRule& rule);
 
-// ffnInput: (L, d) layer-normed input; slots: (L, d_ff) activations.
+// ffnInput: (L, d) layer-normed input; slots: (L, d_ff) activations; output: (L, d) what the
+// block added when the forward pass kept it (else it is computed). The variance against the
+// number of slots is taken over at most kSlotCurveTokens evenly spaced tokens.
+constexpr int64_t kSlotCurveTokens = 128;
 FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor& slots,
-                              const FfnWeights& weights, FfnKind kind, double tauScale);
+                              const FfnWeights& weights, FfnKind kind, double tauScale,
+                              const torch::Tensor& output = {});
 
 // The same for a gated memory: slots (L, d_ff) are act(gate·x) ⊙ up·x; kind is the gate's
 // activation (exact zeros for relu, below tauScale / d_ff otherwise). output: (L, d) the block's
 // output when the forward pass kept it (else it is computed). The variance against the number
 // of slots is taken over at most kSlotCurveTokens evenly spaced tokens (the curve costs a whole
 // FFN product per token; on a 1.1 B-parameter model, seconds per pass otherwise).
-constexpr int64_t kSlotCurveTokens = 128;
 FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tensor& output,
                                    const GatedFfnWeights& weights, FfnKind kind, double tauScale);
 

@@ -58,26 +58,28 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
                                const torch::Tensor& vIn, const AttentionSpec& spec,
                                const torch::Tensor& gamma, double scale, int64_t window,
                                int64_t layer, ForwardTrace* trace) {
-    const int64_t B = q.size(0), H = q.size(1), L = q.size(2);
+    const int64_t B = q.size(0), H = q.size(1), Q = q.size(2), L = kIn.size(2);
+    const int64_t past = L - Q;  // rows are positions past..L-1
     const int64_t group = H / kIn.size(1);
     // Grouped-query attention: query head h reads kv head h / group.
     auto k = group == 1 ? kIn : kIn.repeat_interleave(group, 1);  // (B, H, L, dh)
     auto v = group == 1 ? vIn : vIn.repeat_interleave(group, 1);
     const auto g = gamma.defined() ? gamma.repeat({B}) : gamma;
     const bool fullMaps = trace && (trace->options.scores || trace->options.weights);
-    int64_t rows = L;
+    int64_t rows = Q;
     if (!fullMaps) rows = trace && trace->blockRows > 0 ? trace->blockRows : attentionBlockRows(H, L);
     torch::Tensor scores, weights;
     std::vector<torch::Tensor> outBlocks, massBlocks;
-    for (int64_t r0 = 0; r0 < L; r0 += rows) {
+    for (int64_t r0 = 0; r0 < Q; r0 += rows) {
         if (trace && trace->cancelled && trace->cancelled()) return {};
-        const int64_t R = std::min(rows, L - r0);
-        const int64_t K = fullMaps ? L : r0 + R;  // keys past the block's last row are masked
+        const int64_t R = std::min(rows, Q - r0);
+        const int64_t row = past + r0;            // position of the block's first row
+        const int64_t K = fullMaps ? L : row + R;  // keys past the block's last row are masked
         auto s = torch::matmul(q.narrow(2, r0, R), k.narrow(2, 0, K).transpose(-1, -2)) * scale;
-        auto w = attentionWeights(s.flatten(0, 1), spec, g, r0, !fullMaps, window).view({B, H, R, K});
+        auto w = attentionWeights(s.flatten(0, 1), spec, g, row, !fullMaps, window).view({B, H, R, K});
         outBlocks.push_back(torch::matmul(w, v.narrow(2, 0, K)));  // (B, H, R, dh)
         if (trace && trace->options.rowMass) massBlocks.push_back(w.sum(-1));
-        if (trace && trace->onAttentionBlock) trace->onAttentionBlock(layer, r0, w);
+        if (trace && trace->onAttentionBlock) trace->onAttentionBlock(layer, row, w);
         if (fullMaps) {
             scores = s;
             weights = w;
@@ -91,7 +93,14 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
             t.rowMass = massBlocks.size() == 1 ? massBlocks[0] : torch::cat(massBlocks, 2);
         }
     }
-    return outBlocks.size() == 1 ? outBlocks[0] : torch::cat(outBlocks, 2);  // (B, H, L, dh)
+    return outBlocks.size() == 1 ? outBlocks[0] : torch::cat(outBlocks, 2);  // (B, H, R, dh)
+}
+
+std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int64_t layer,
+                                                 const torch::Tensor& k, const torch::Tensor& v) {
+    if (!trace || trace->pastKeys.empty()) return {k, v};
+    return {torch::cat({trace->pastKeys[size_t(layer)], k}, 2),
+            torch::cat({trace->pastValues[size_t(layer)], v}, 2)};
 }
 
 }  // namespace relulens::core

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/diagnostics.h"
@@ -20,6 +21,7 @@ struct TraceOptions {
     bool weights = false;          // attention weights after the activation
     bool headOutputs = false;      // per-head attention output α·v
     bool queriesKeys = false;      // q and k after rotary, enough to rebuild any map
+    bool values = false;           // v: with k, what a longer input sharing this start reuses
     bool ffn = false;              // FFN input and slot activations
     bool rowMass = false;          // Σ_j α_ij, for the ReLUFormer regulariser
 };
@@ -30,6 +32,7 @@ struct LayerTrace {
     torch::Tensor headOutputs;     // (B, H, L, d_head)
     torch::Tensor q;               // (B, H, L, d_head)
     torch::Tensor k;               // (B, H_kv, L, d_head): query head h reads kv head h / (H / H_kv)
+    torch::Tensor v;               // (B, H_kv, L, d_head)
     torch::Tensor ffnInput;        // (B, L, d) normed input of the FFN
     torch::Tensor slotActivations; // (B, L, d_ff) memory-slot coefficients
     torch::Tensor ffnOutput;       // (B, L, d) what the FFN adds to the residual stream
@@ -48,6 +51,12 @@ struct ForwardTrace {
     // Polled between blocks; when it returns true the pass stops and forward() returns an
     // undefined tensor.
     std::function<bool()> cancelled;
+    // Keys and values (B, H_kv, P, d_head) per layer of the first P tokens of the input, from an
+    // earlier pass. When set, forward() takes only the tokens after them (positions P on) and
+    // returns their logits; q, head outputs and FFN tensors are traced for those rows only,
+    // k and v for all P + L. The model is causal, so the result equals a pass over the whole.
+    std::vector<torch::Tensor> pastKeys, pastValues;
+    int64_t pastLength() const { return pastKeys.empty() ? 0 : pastKeys[0].size(2); }
 };
 
 class LanguageModel {
@@ -83,14 +92,19 @@ public:
 int64_t attentionBlockRows(int64_t heads, int64_t tokens);
 
 // Causal attention of one layer over blocks of query rows, for every family.
-// q: (B, H, L, dh); k, v: (B, H_kv, L, dh) (H a multiple of H_kv); gamma: (H).
+// q: (B, H, R, dh), rows at positions P..P+R-1 where P = L - R; k, v: (B, H_kv, L, dh) (H a
+// multiple of H_kv); gamma: (H).
 // window > 0 limits each row to its last `window` keys. Fills the layer's scores, weights and
 // row mass when the trace asks, and hands each block to trace->onAttentionBlock.
-// Returns (B, H, L, dh), or an undefined tensor when the trace's cancel poll says so.
+// Returns (B, H, R, dh), or an undefined tensor when the trace's cancel poll says so.
 torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const AttentionSpec& spec,
                                const torch::Tensor& gamma, double scale, int64_t window,
                                int64_t layer, ForwardTrace* trace);
+// A layer's keys and values (B, H_kv, L, dh) for the new rows, preceded by the trace's past
+// ones when it has them.
+std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int64_t layer,
+                                                 const torch::Tensor& k, const torch::Tensor& v);
 
 // Rotary position embedding in rotate-half order on (..., L, d_head), positions
 // offset..offset+L-1, from per-pair inverse frequencies (d_head / 2).

@@ -55,6 +55,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
     const auto& c = config_;
     const int64_t B = ids.size(0), L = ids.size(1), H = c.heads, KV = c.kvHeads, dh = c.headDim;
     const double scale = 1.0 / std::sqrt(double(dh));
+    const int64_t past = trace ? trace->pastLength() : 0;  // positions of ids start here
     if (trace) trace->layers.assign(size_t(c.layers), LayerTrace{});
 
     auto x = torch::embedding(weights_.embedding, ids);  // (B, L, d)
@@ -67,13 +68,14 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         };
         auto q = heads(w.wq, w.bq, H);
         auto k = heads(w.wk, w.bk, KV);
-        auto v = heads(w.wv, w.bv, KV);
+        auto newValues = heads(w.wv, w.bv, KV);
         if (c.qkNorm) {
             q = rmsNorm(q, w.qNorm);
             k = rmsNorm(k, w.kNorm);
         }
-        q = applyRotary(q, 0, frequencies_);
-        k = applyRotary(k, 0, frequencies_);
+        q = applyRotary(q, past, frequencies_);
+        auto [keys, v] = withPast(trace, l, applyRotary(k, past, frequencies_), newValues);
+        k = keys;
         auto headOut = blockedAttention(q, k, v, run.attention, gamma_, scale, c.windows[size_t(l)], l, trace);
         if (!headOut.defined()) return {};
         x = x + torch::linear(headOut.transpose(1, 2).reshape({B, L, H * dh}), w.wo, w.bo);
@@ -90,6 +92,10 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
             if (o.queriesKeys) {
                 t.q = q;
                 t.k = k;
+            }
+            if (o.values) {
+                t.k = k;
+                t.v = v;
             }
             if (o.ffn) {
                 t.ffnInput = f;

@@ -120,9 +120,9 @@ torch::Tensor Transformer::slotValues(int64_t layer) const { return layers_.at(s
 torch::Tensor Transformer::outputEmbedding() const { return embedding_; }
 
 FfnDiagnostics Transformer::ffnDiagnostics(int64_t layer, const torch::Tensor& input,
-                                           const torch::Tensor& slots, const torch::Tensor&,
+                                           const torch::Tensor& slots, const torch::Tensor& output,
                                            FfnKind kind, double tauScale) const {
-    return core::ffnDiagnostics(input, slots, layers_.at(size_t(layer)).ffn, kind, tauScale);
+    return core::ffnDiagnostics(input, slots, layers_.at(size_t(layer)).ffn, kind, tauScale, output);
 }
 
 torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
@@ -130,6 +130,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
     const auto& c = config_;
     const int64_t B = ids.size(0), L = ids.size(1), H = c.nHeads, dh = c.headDim();
     const double scale = 1.0 / std::sqrt(double(dh));
+    const int64_t past = trace ? trace->pastLength() : 0;  // positions of ids start here
     if (trace) trace->layers.assign(size_t(c.nLayers), LayerTrace{});
 
     auto x = torch::embedding(embedding_, ids);  // (B, L, d)
@@ -139,16 +140,16 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         auto heads = [&](const torch::Tensor& weight) {  // (B, L, d) -> (B, H, L, dh)
             return torch::linear(h, weight).view({B, L, H, dh}).transpose(1, 2);
         };
-        auto q = applyRotary(heads(w.wq), 0, frequencies_);
-        auto k = applyRotary(heads(w.wk), 0, frequencies_);
-        auto v = heads(w.wv);
+        auto q = applyRotary(heads(w.wq), past, frequencies_);
+        auto [k, v] = withPast(trace, l, applyRotary(heads(w.wk), past, frequencies_), heads(w.wv));
         auto headOut = blockedAttention(q, k, v, run.attention, w.gamma, scale, 0, l, trace);
         if (!headOut.defined()) return {};
         x = x + torch::linear(headOut.transpose(1, 2).reshape({B, L, c.dModel}), w.wo);
 
         auto f = torch::layer_norm(x, {c.dModel}, w.ln2Weight, w.ln2Bias, c.normEps);
         auto slots = ffnSlotActivations(f, w.ffn, run.ffn);  // (B, L, d_ff)
-        x = x + ffnOutput(slots, w.ffn, run.ffn);
+        const auto ffnOut = ffnOutput(slots, w.ffn, run.ffn);
+        x = x + ffnOut;
 
         if (trace) {
             auto& t = trace->layers[size_t(l)];
@@ -158,9 +159,14 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
                 t.q = q;
                 t.k = k;
             }
+            if (o.values) {
+                t.k = k;
+                t.v = v;
+            }
             if (o.ffn) {
                 t.ffnInput = f;
                 t.slotActivations = slots;
+                t.ffnOutput = ffnOut;
             }
         }
     }

@@ -86,6 +86,25 @@ torch::Tensor poolByHand(const torch::Tensor& full, int64_t r0, int64_t r1, int6
     return out;
 }
 
+// Max-pooling by hand into cells of w × w tokens from the top left (the last ones narrower).
+torch::Tensor poolUniformByHand(const torch::Tensor& full, int64_t w) {
+    const int64_t L = full.size(0), cells = (L + w - 1) / w;
+    auto out = torch::empty({cells, cells});
+    for (int64_t a = 0; a < cells; ++a) {
+        for (int64_t b = 0; b < cells; ++b) {
+            double best = std::numeric_limits<double>::quiet_NaN();
+            for (int64_t i = a * w; i < std::min(L, a * w + w); ++i) {
+                for (int64_t j = b * w; j < std::min(L, b * w + w) && j <= i; ++j) {
+                    const double v = full[i][j].item<double>();
+                    if (std::isnan(best) || v > best) best = v;
+                }
+            }
+            out[a][b] = float(best);
+        }
+    }
+    return out;
+}
+
 bool sameWithNaN(const torch::Tensor& a, const torch::Tensor& b, double tolerance) {
     if (a.sizes() != b.sizes()) return false;
     if (!torch::equal(a.isnan(), b.isnan())) return false;
@@ -101,6 +120,61 @@ class TestAttentionMaps : public QObject {
 private:
     std::optional<LoadedModel> tiny_;
     std::string text_;
+
+    // b against a capture a of the same text (or, prefixOnly, of a longer text starting with it).
+    static void compareCaptures(const CaptureResult& a, const CaptureResult& b, const QByteArray& name,
+                                bool prefixOnly = false) {
+        const int64_t L = int64_t(b.tokens.size());
+        if (!prefixOnly) QCOMPARE(int64_t(a.tokens.size()), L);
+        for (int64_t i = 0; i < L - (prefixOnly ? 1 : 0); ++i) {
+            QCOMPARE(a.tokens[size_t(i)].id, b.tokens[size_t(i)].id);
+        }
+        const int64_t rows = prefixOnly ? L - 2 : L;  // the last piece may differ in the prefix
+        for (int64_t i = 0; i < rows; ++i) {
+            const auto& p = a.predictions[size_t(i)];
+            const auto& q = b.predictions[size_t(i)];
+            QCOMPARE(p.size(), q.size());
+            for (size_t k = 0; k < p.size(); ++k) {
+                QVERIFY2(std::abs(p[k].probability - q[k].probability) < 1e-5, name);
+            }
+            QCOMPARE(p[0].id, q[0].id);
+        }
+        for (size_t l = 0; l < a.layers.size(); ++l) {
+            const auto& x = a.layers[l];
+            const auto& y = b.layers[l];
+            auto head = [&](const torch::Tensor& t) { return t.narrow(-1, 0, rows); };
+            QVERIFY2(maxDifference(head(x.attention.rowSparsity), head(y.attention.rowSparsity)) < 1e-6, name);
+            QVERIFY2(relativeDifference(head(x.attention.rowEntropy), head(y.attention.rowEntropy)) < 1e-4, name);
+            QVERIFY2(relativeDifference(head(x.attention.rowMass), head(y.attention.rowMass)) < 1e-5, name);
+            QVERIFY2(relativeDifference(x.slotActivations.narrow(0, 0, rows), y.slotActivations.narrow(0, 0, rows)) < 1e-5, name);
+            const auto maps = b.maps->lazy();
+            QVERIFY(maps);
+            for (int64_t h = 0; h < maps->heads(); h += 3) {
+                QVERIFY2(maxDifference(a.maps->weights(int64_t(l), h, 0, rows, 0, rows),
+                                       b.maps->weights(int64_t(l), h, 0, rows, 0, rows)) < 1e-5, name);
+            }
+            if (prefixOnly) continue;
+            QVERIFY2(relativeDifference(x.ffn.tokenSparsity, y.ffn.tokenSparsity) < 1e-6, name);
+            QVERIFY2(close(x.ffn.sparsity, y.ffn.sparsity, 1e-6), name);
+            QVERIFY2(close(x.ffn.outputVariance, y.ffn.outputVariance, 1e-5), name);
+            QVERIFY(sameWithNaN(a.maps->overview(int64_t(l)), b.maps->overview(int64_t(l)), 1e-6));
+            QCOMPARE(x.attention.outputVarianceByN.size(), y.attention.outputVarianceByN.size());
+            for (size_t h = 0; h < x.attention.heads.size(); ++h) {
+                const auto& p = x.attention.heads[h];
+                const auto& q = y.attention.heads[h];
+                QVERIFY2(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
+                QVERIFY2(close(p.rowMass, q.rowMass, 1e-5), name);
+                QVERIFY2(close(p.entropy, q.entropy, 1e-4), name);
+                QVERIFY2(std::abs(p.topRatio1pct - q.topRatio1pct) < 1e-5, name);
+                QVERIFY2(close(p.outputVariance, q.outputVariance, 1e-5), name);
+                QCOMPARE(p.emptyRows, q.emptyRows);
+                QCOMPARE(p.distanceProfile.size(), q.distanceProfile.size());
+                for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
+                    QVERIFY2(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
+                }
+            }
+        }
+    }
 
 private Q_SLOTS:
     void initTestCase() {
@@ -240,9 +314,11 @@ private Q_SLOTS:
             const auto py = y.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
             QVERIFY(torch::allclose(px, py, 1e-5, 1e-6, /*equal_nan=*/true));
         }
-        // the whole map max-pooled comes from y's overview, the same cells x pools by hand
+        // The whole map max-pooled comes from y's overview: cells of 32 × 32 tokens (the power
+        // of two giving at most 16 a side), the max of x's entries in each.
+        QVERIFY2(L > 256 && L <= 512, qPrintable(QString::number(L)));
         const auto fromOverview = y.pooled(0, 1, 0, L, 0, L, 16, 16, Pooling::Max);
-        QVERIFY(torch::allclose(fromOverview, x.pooled(0, 1, 0, L, 0, L, 16, 16, Pooling::Max), 1e-5, 1e-6, true));
+        QVERIFY(sameWithNaN(fromOverview, poolUniformByHand(x.weights(0, 1), 32), 1e-6));
         const MapSource none(L, {}, nullptr, {});
         QVERIFY(!none.has(0, 0));
         QVERIFY(!none.weights(0, 0).defined());
@@ -298,16 +374,78 @@ private Q_SLOTS:
         const auto& maps = *r->maps->lazy();
         const int64_t L = maps.tokens();
         QVERIFY(r->maps->overview(maps.layers() - 1).defined() && !r->maps->overview(maps.layers()).defined());
+        // Cells of w × w tokens, w the smallest power of two giving at most 64 a side.
+        QVERIFY2(L > 256 && L <= 512, qPrintable(QString::number(L)));
+        const int64_t w = 8, cells = (L + w - 1) / w;
         for (int64_t l = 0; l < maps.layers(); ++l) {
-            QCOMPARE(r->maps->overview(l).size(1), int64_t(64));
+            QCOMPARE(r->maps->overview(l).size(1), cells);
             for (int64_t h = 0; h < maps.heads(); ++h) {
                 const auto overview = r->maps->overview(l)[h];
-                QVERIFY(sameWithNaN(overview, maps.pooled(l, h, 0, L, 0, L, 64, 64, Pooling::Max), 1e-6));
-                // 64 cells pool evenly into 16: the same as pooling the entries into 16
-                QVERIFY(sameWithNaN(maxPoolCells(overview, 16, 16),
-                                    maps.pooled(l, h, 0, L, 0, L, 16, 16, Pooling::Max), 1e-6));
+                const auto byHand = poolUniformByHand(maps.weights(l, h), w);
+                QVERIFY(sameWithNaN(overview, byHand, 1e-6));
             }
         }
+    }
+
+    // A capture continuing an earlier one's memory (a text extended at the end) runs only the new
+    // tokens and must equal a capture of the whole text, on every variant: the ReLU family's
+    // scale depends on each row's n_i, ReLUFormer's on γ and n_i.
+    void aContinuedCaptureEqualsAFullOne() {
+        const std::string whole = text_;
+        const std::string start = text_.substr(0, 420);
+        // cut inside a word where its last piece changes when the rest is typed
+        const auto wholeTokens = tiny_->tokenizer.encode(whole);
+        std::string midWord;
+        for (size_t cut = 500; cut < 580 && midWord.empty(); ++cut) {
+            const auto t = tiny_->tokenizer.encode(whole.substr(0, cut));
+            if (t.back().id != wholeTokens[t.size() - 1].id) midWord = whole.substr(0, cut);
+        }
+        QVERIFY(!midWord.empty());
+        for (const auto& run : everyVariant()) {
+            const QByteArray name = QByteArray::fromStdString(run.attention.label());
+            CaptureRequest request = viewerRequest(run, 0.1);
+            request.overviewCells = 16;
+            request.overviewFromTokens = 0;
+            request.blockRows = 13;
+            auto full = capture(*tiny_->model, tiny_->tokenizer, whole, request);
+            QVERIFY(full.ok());
+            QCOMPARE(full->reusedTokens, int64_t(0));
+
+            std::shared_ptr<const CaptureMemory> memory;
+            auto first = capture(*tiny_->model, tiny_->tokenizer, start, request, nullptr, nullptr, &memory);
+            QVERIFY(first.ok() && memory);
+            std::shared_ptr<const CaptureMemory> memory2;
+            auto middle = capture(*tiny_->model, tiny_->tokenizer, midWord, request, nullptr, memory.get(), &memory2);
+            QVERIFY(middle.ok() && memory2);
+            // every token of the start is shared: the continuation starts at its end
+            QCOMPARE(middle->reusedTokens, int64_t(first->tokens.size()));
+            auto continued = capture(*tiny_->model, tiny_->tokenizer, whole, request, nullptr, memory2.get());
+            QVERIFY(continued.ok());
+            // the word's last piece changed: from the checkpoint before it
+            QVERIFY2(continued->reusedTokens > 0 && continued->reusedTokens < int64_t(middle->tokens.size()),
+                     qPrintable(QString("%1 reused %2 of %3").arg(name.constData()).arg(continued->reusedTokens).arg(middle->tokens.size())));
+            compareCaptures(*full, *continued, name);
+            if (QTest::currentTestFailed()) return;
+            compareCaptures(*full, *middle, name, /*prefixOnly=*/true);
+            if (QTest::currentTestFailed()) return;
+        }
+        // Another request (variant) or a changed start: nothing is reused, and the result is right.
+        CaptureRequest softmax = viewerRequest(everyVariant()[0], 0.1);
+        CaptureRequest relu = viewerRequest(everyVariant()[1], 0.1);
+        std::shared_ptr<const CaptureMemory> memory;
+        QVERIFY(capture(*tiny_->model, tiny_->tokenizer, start, softmax, nullptr, nullptr, &memory).ok());
+        auto other = capture(*tiny_->model, tiny_->tokenizer, whole, relu, nullptr, memory.get());
+        QVERIFY(other.ok());
+        QCOMPARE(other->reusedTokens, int64_t(0));
+        auto edited = capture(*tiny_->model, tiny_->tokenizer, "Once " + whole, softmax, nullptr, memory.get());
+        QVERIFY(edited.ok());
+        QCOMPARE(edited->reusedTokens, int64_t(0));
+        // maps asked for by name are never continued
+        CaptureRequest withMaps = softmax;
+        withMaps.maps = {{0, 0}};
+        auto mapped = capture(*tiny_->model, tiny_->tokenizer, whole, withMaps, nullptr, memory.get());
+        QVERIFY(mapped.ok());
+        QCOMPARE(mapped->reusedTokens, int64_t(0));
     }
 
     void pooledMapTakesBlocksInAnyOrder() {

@@ -28,6 +28,16 @@ using namespace relulens::ui;
 
 namespace {
 
+// What MainWindow::switchModelFolder said once its check on the map thread came back (empty on
+// success).
+QString switchFolder(MainWindow* window, const QString& folder) {
+    QSignalSpy checked(window, &MainWindow::modelFolderChecked);
+    window->switchModelFolder(folder);
+    if (!checked.wait(120000)) return "(no answer within two minutes)";
+    return checked.front().at(1).toString();
+}
+
+
 QString tinyFolder() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
 
 QMap<QString, QVariant> settingsSnapshot() {
@@ -276,7 +286,7 @@ private Q_SLOTS:
             expected = folder + "/tokenizer.model: the tokenizer has 4096 pieces, config.json says 512";
         }
         const double residentBefore = residentMb();
-        QCOMPARE(window_->switchModelFolder(folder), expected);
+        QCOMPARE(switchFolder(window_, folder), expected);
         QVERIFY2(residentMb() - residentBefore < 64, "a refused model must not be allocated");
         waitIdle();
         QVERIFY(unchanged(before));

@@ -100,12 +100,16 @@ private Q_SLOTS:
         // thread builds tiles, the zoomed tile, the mean of heads, the head grid and the compare
         // panels, the event loop keeps turning. The probe notes its longest stall.
         auto& maps = MapJobs::instance();
-        auto settle = [&] {
-            QTest::qWait(50);  // coalescing and refine timers
-            return QTest::qWaitFor([&] { return !inference.busy() && maps.pending() == 0; }, 300000);
-        };
         StallProbe probe;
         QElapsedTimer clock;
+        int step = 0;
+        auto settle = [&] {
+            QTest::qWait(50);  // coalescing and refine timers
+            const bool done = QTest::qWaitFor([&] { return !inference.busy() && maps.pending() == 0; }, 300000);
+            qInfo("step %d settled after %lld ms; longest stall so far %.1f ms", ++step,
+                  (long long)clock.elapsed(), probe.longestMs());
+            return done;
+        };
         QSignalSpy results(&state, &AppState::resultChanged);
         clock.start();
         probe.start();
@@ -127,6 +131,12 @@ private Q_SLOTS:
         QVERIFY(settle());
         state.setQueryToken(5000);
         QVERIFY(settle());
+        // a word typed at the end: only the new tokens run, the rest is reused
+        state.setText(text + " and");
+        QVERIFY(results.wait(60000));
+        QVERIFY(settle());
+        QVERIFY2(state.result()->reusedTokens >= int64_t(tokens) - 16,
+                 qPrintable(QString("%1 of %2 tokens reused").arg(state.result()->reusedTokens).arg(tokens)));
         const double longest = probe.stop();
         const qint64 elapsed = clock.elapsed();
         qInfo("%zu tokens: first result after %lld ms, everything drawn after %lld ms; %d ticks, "

@@ -101,9 +101,14 @@ private Q_SLOTS:
         QVERIFY(!torch::allclose(oldWeights, newWeights));
         QVERIFY(state_->provenance().contains("swapped onto weights trained with softmax"));
         window_->view("attention")->renderImage(1.0).save(screenshotDir() + "/attention_relu_len.png");
+        // Back to softmax, seen moments ago: redrawn from the recent results, no forward pass.
+        const int reused = inference_->reuseCount();
         state_->toggleSoftmaxRelu();
         QVERIFY(waitForResult());
-        QCOMPARE(inference_->computeCount(), before + 2);
+        QCOMPARE(inference_->computeCount(), before + 1);
+        QCOMPARE(inference_->reuseCount(), reused + 1);
+        QCOMPARE(state_->result()->run.attention.kind, relulens::core::AttentionKind::Softmax);
+        QVERIFY(torch::equal(state_->result()->maps->weights(0, 0), oldWeights));
     }
 
     void selectionChangesDoNotRecompute() {

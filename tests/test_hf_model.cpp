@@ -140,6 +140,24 @@ private Q_SLOTS:
                 const double e = maxDifference(trace.layers[size_t(layer)].weights[0][head], map["weights"]);
                 QVERIFY2(e < 1e-5, label + " map off by " + QByteArray::number(e));
             }
+            // Continued from the keys and values of a pass over the first P tokens (what typing
+            // at the end reuses): the rest's logits are the reference's rows P on.
+            {
+                const int64_t P = L / 2 + 1;
+                ForwardTrace first;
+                first.options.values = true;
+                loaded->model->forward(input.narrow(1, 0, P), spec, &first);
+                ForwardTrace rest;
+                for (const auto& layer : first.layers) {
+                    rest.pastKeys.push_back(layer.k);
+                    rest.pastValues.push_back(layer.v);
+                }
+                const auto tail = loaded->model->forward(input.narrow(1, P, L - P), spec, &rest)[0];
+                json expected = json::array();
+                for (int64_t i = P; i < L; ++i) expected.push_back(run["logits"][size_t(i)]);
+                const double e = maxDifference(tail, expected);
+                QVERIFY2(e < 1e-4, label + " continued logits off by " + QByteArray::number(e));
+            }
             const int64_t slotLayer = run["slots"]["layer"];
             const double slotError = maxDifference(trace.layers[size_t(slotLayer)].slotActivations[0],
                                                    run["slots"]["values"]);

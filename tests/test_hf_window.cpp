@@ -27,6 +27,16 @@ using namespace relulens::ui;
 
 namespace {
 
+// What MainWindow::switchModelFolder said once its check on the map thread came back (empty on
+// success).
+QString switchFolder(MainWindow* window, const QString& folder) {
+    QSignalSpy checked(window, &MainWindow::modelFolderChecked);
+    window->switchModelFolder(folder);
+    if (!checked.wait(120000)) return "(no answer within two minutes)";
+    return checked.front().at(1).toString();
+}
+
+
 QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
 
 QStringList items(const QComboBox* box) {
@@ -92,7 +102,16 @@ private Q_SLOTS:
     }
 
     void openingAFolderSwitchesEveryView() {
-        QCOMPARE(window_->switchModelFolder(fixture("llama_gqa_bf16")), QString());
+        QSignalSpy checked(window_, &MainWindow::modelFolderChecked);
+        // a folder that is not a model: said, and the open model stays
+        const QString before = state_->effectiveFolder();
+        window_->switchModelFolder(fixtures_);
+        QVERIFY(checked.wait(60000));
+        QVERIFY(checked.takeFirst().at(1).toString().contains("no config.json"));
+        QCOMPARE(state_->effectiveFolder(), before);
+        window_->switchModelFolder(fixture("llama_gqa_bf16"));
+        QVERIFY(checked.wait(60000));
+        QCOMPARE(checked.takeFirst().at(1).toString(), QString());
         QVERIFY(waitForModel("llama_gqa_bf16"));
         QVERIFY(waitIdle());
         const auto result = state_->result();
@@ -186,7 +205,7 @@ private Q_SLOTS:
         const auto shown = state_->result();
         const QString text = window_->editor()->toPlainText();
         QSignalSpy failed(inference_, &InferenceController::modelFailed);
-        QCOMPARE(window_->switchModelFolder(bad), QString());
+        QCOMPARE(switchFolder(window_, bad), QString());
         QVERIFY(failed.wait(60000));
         QCOMPARE(failed.first().at(1).toString(),
                  bad + "/model.safetensors: tensor 'model.norm.weight' holds 1 NaN or infinite value(s)");
@@ -205,7 +224,7 @@ private Q_SLOTS:
         config.write(R"({"model_type": "gpt2", "n_embd": 64})");
         config.close();
         const auto before = state_->result();
-        QCOMPARE(window_->switchModelFolder(bad),
+        QCOMPARE(switchFolder(window_, bad),
                  bad + "/config.json: model_type 'gpt2' is not supported; ReluLens opens llama, mistral, "
                        "qwen2, qwen3 and gemma checkpoints (and its own models)");
         QVERIFY(waitIdle());
@@ -223,7 +242,7 @@ private Q_SLOTS:
         QVERIFY(python.waitForFinished(120000));
         QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
         const QString text = window_->editor()->toPlainText();
-        QCOMPARE(window_->switchModelFolder(out + "/qwen3"), QString());
+        QCOMPARE(switchFolder(window_, out + "/qwen3"), QString());
         QVERIFY(waitForModel("qwen3"));
         QVERIFY(waitIdle());
         const auto result = state_->result();
@@ -237,7 +256,7 @@ private Q_SLOTS:
     }
 
     void backToAReluLensModelRestoresItsMemory() {
-        QCOMPARE(window_->switchModelFolder(tinyModel()), QString());
+        QCOMPARE(switchFolder(window_, tinyModel()), QString());
         QVERIFY(waitForModel("tiny"));
         QCOMPARE(state_->result()->run.ffn, core::FfnKind::Relu);
         QCOMPARE(items(window_->controls()->findChild<QComboBox*>("ffnBox")),

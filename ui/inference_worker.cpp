@@ -27,13 +27,18 @@ std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, const core::
 }
 
 InferenceResponse runCapture(const InferenceRequest& request, core::LoadedModel& model,
-                             const std::atomic<bool>* cancel) {
+                             const std::atomic<bool>* cancel,
+                             std::shared_ptr<const core::CaptureMemory>* memory = nullptr) {
     InferenceResponse response;
     response.id = request.id;
     response.folder = request.folder;
     QElapsedTimer timer;
     timer.start();
-    auto result = core::capture(*model.model, model.tokenizer, request.text, request.capture, cancel);
+    // A capture that fails or is cancelled leaves the memory as it was.
+    std::shared_ptr<const core::CaptureMemory> kept;
+    auto result = core::capture(*model.model, model.tokenizer, request.text, request.capture, cancel,
+                                memory ? memory->get() : nullptr, memory ? &kept : nullptr);
+    if (result && kept) *memory = std::move(kept);
     response.milliseconds = double(timer.nsecsElapsed()) / 1e6;
     if (!result) {
         response.error = QString::fromStdString(result.error());
@@ -45,11 +50,15 @@ InferenceResponse runCapture(const InferenceRequest& request, core::LoadedModel&
 }
 
 InferenceResponse runComparison(const InferenceRequest& request, core::LoadedModel& model,
-                                const std::atomic<bool>* cancel) {
+                                const std::atomic<bool>* cancel,
+                                std::shared_ptr<const core::CaptureMemory>* memory = nullptr) {
     InferenceResponse response;
     response.id = request.id;
     response.folder = request.folder;
-    auto other = core::capture(*model.model, model.tokenizer, request.text, *request.comparison, cancel);
+    std::shared_ptr<const core::CaptureMemory> kept;
+    auto other = core::capture(*model.model, model.tokenizer, request.text, *request.comparison,
+                               cancel, memory ? memory->get() : nullptr, memory ? &kept : nullptr);
+    if (other && kept) *memory = std::move(kept);
     if (other) response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
     return response;
 }
@@ -81,11 +90,16 @@ void InferenceWorker::compute(const InferenceRequest& request) {
         return;
     }
     auto model = cached->model;  // the cache may change while this runs
-    auto response = runCapture(request, *model, cancel_);
+    if (memoryFolder_ != request.folder) {
+        memory_.reset();
+        comparisonMemory_.reset();
+        memoryFolder_ = request.folder;
+    }
+    auto response = runCapture(request, *model, cancel_, &memory_);
     response.vocabulary = cached->vocabulary;
     Q_EMIT finished(response);
     if (response.final) return;
-    Q_EMIT finished(runComparison(request, *model, cancel_));
+    Q_EMIT finished(runComparison(request, *model, cancel_, &comparisonMemory_));
 }
 
 const InferenceWorker::Cached* InferenceWorker::modelFor(const InferenceRequest& request,
@@ -99,7 +113,11 @@ const InferenceWorker::Cached* InferenceWorker::modelFor(const InferenceRequest&
     }
     int64_t cached = info->parameters;
     for (const auto& [folder, entry] : models_) cached += entry.model->model->info().parameters;
-    if (cached > kCachedParameters) models_.clear();  // make room before reading a large model
+    if (cached > kCachedParameters) {  // make room before reading a large model
+        models_.clear();
+        memory_.reset();
+        comparisonMemory_.reset();
+    }
     core::LoadOptions options;
     options.cancel = cancelLoad_;
     const QString folder = request.folder;

@@ -67,6 +67,10 @@ private:
     std::atomic<bool>* cancel_;
     std::atomic<bool>* cancelLoad_;
     std::map<QString, Cached> models_;
+    // What the last captures of memoryFolder_'s model keep, so that a text extended at the end
+    // runs only its new tokens.
+    QString memoryFolder_;
+    std::shared_ptr<const core::CaptureMemory> memory_, comparisonMemory_;
 };
 
 class InferenceController : public QObject {

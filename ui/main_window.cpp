@@ -225,31 +225,55 @@ QString MainWindow::loadTextFile(const QString& path) {
 void MainWindow::openModelFolder() {
     const QString folder = QFileDialog::getExistingDirectory(this, "Open model folder");
     if (folder.isEmpty()) return;
-    const QString error = switchModelFolder(folder);
-    if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);
+    switchModelFolder(folder, /*showErrors=*/true);
 }
 
-QString MainWindow::switchModelFolder(const QString& folder) {
-    if (!QFileInfo(folder + "/config.json").exists()) {
-        return folder + " has no config.json: not a model folder";
-    }
-    // Every file and every tensor's shape is checked here, so that a broken folder never
-    // replaces the model that is open (the worker then reads the weights; should that fail,
-    // the window goes back to the model it showed).
-    if (auto checked = core::checkModelFolder(folder.toStdString()); !checked) {
-        return QString::fromStdString(checked.error());
-    }
-    auto catalog = state_->catalog();
-    if (!ModelCatalog::byFolder(catalog, folder)) {
-        auto scanned = ModelCatalog::scan({QFileInfo(folder).absolutePath()});
-        for (const auto& m : scanned) {
-            if (QFileInfo(m.folder) == QFileInfo(folder)) catalog.push_back(m);
-        }
-        state_->setCatalog(catalog);
-        controls_->reloadModels();
-    }
-    state_->setModelFolder(folder);
-    return QString();
+void MainWindow::switchModelFolder(const QString& folder, bool showErrors) {
+    struct Checked {
+        QString error;
+        QVector<ModelEntry> found;  // the folder's catalogue entry, when it is not listed yet
+    };
+    const auto catalog = state_->catalog();
+    statusBar()->showMessage("Checking " + folder + "…");
+    // Every file and every tensor's shape is checked off the GUI thread (a ReluLens folder is
+    // read whole), so that a broken folder never replaces the model that is open; the worker
+    // then reads the weights and, should that fail, the window goes back to the model it showed.
+    MapJobs::instance().post<Checked>(
+        folderCheck_, this,
+        [folder, catalog] {
+            Checked c;
+            if (!QFileInfo(folder + "/config.json").exists()) {
+                c.error = folder + " has no config.json: not a model folder";
+                return c;
+            }
+            if (auto checked = core::checkModelFolder(folder.toStdString()); !checked) {
+                c.error = QString::fromStdString(checked.error());
+                return c;
+            }
+            if (!ModelCatalog::byFolder(catalog, folder)) {
+                for (const auto& m : ModelCatalog::scan({QFileInfo(folder).absolutePath()})) {
+                    if (QFileInfo(m.folder) == QFileInfo(folder)) c.found.push_back(m);
+                }
+            }
+            return c;
+        },
+        [this, folder, showErrors](Checked c) {
+            statusBar()->clearMessage();
+            if (c.error.isEmpty()) {
+                if (!c.found.isEmpty()) {
+                    auto catalog = state_->catalog();
+                    catalog += c.found;
+                    state_->setCatalog(catalog);
+                    controls_->reloadModels();
+                }
+                state_->setModelFolder(folder);
+            } else if (showErrors) {
+                QMessageBox::warning(this, "ReluLens", c.error);
+            } else {
+                statusBar()->showMessage("⚠ " + c.error, 15000);
+            }
+            Q_EMIT modelFolderChecked(folder, c.error);
+        });
 }
 
 void MainWindow::modelFailed(const QString& folder, const QString& message) {

@@ -4,6 +4,8 @@
 #include <QMainWindow>
 #include <QVector>
 
+#include "ui/map_jobs.h"
+
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
@@ -35,10 +37,15 @@ public:
     // open model and the settings are left exactly as they were.
     QString loadTextFile(const QString& path);
     // Checks the folder (config, every tensor's name and shape, the tokenizer, whether it fits
-    // in memory) before switching to it: the message, or empty on success.
-    QString switchModelFolder(const QString& folder);
+    // in memory) on the map thread, then switches to it; modelFolderChecked says how it went,
+    // and with showErrors a failure is also shown in a message box.
+    void switchModelFolder(const QString& folder, bool showErrors = false);
     // Larger fonts on every view and the text, and the formula panel shown: for a projector.
     void setPresentationMode(bool on);
+
+Q_SIGNALS:
+    // After switchModelFolder: error is empty when the window switched to the folder.
+    void modelFolderChecked(const QString& folder, const QString& error);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -56,6 +63,7 @@ private:
 
     AppState* state_;
     InferenceController* inference_;
+    MapChannel folderCheck_;
     QPlainTextEdit* editor_;
     TokenStrip* strip_;
     ActivationControls* controls_;

@@ -4,6 +4,7 @@
 // of one superseded while it ran is dropped. Results come back on the view's thread, ready to draw.
 #pragma once
 #include <QObject>
+#include <QPointer>
 #include <QThread>
 #include <atomic>
 #include <functional>
@@ -42,18 +43,20 @@ public:
         ++channel.pendingCount_;
         ++pending_;
         auto* counter = &channel.pendingCount_;
-        QMetaObject::invokeMethod(worker_, [this, id, latest, owner, counter, work = std::move(work),
+        // The answer goes through this object (on the GUI thread, as every owner is): an owner
+        // destroyed meanwhile is noticed there, never touched from the map thread.
+        QPointer<QObject> guard(owner);
+        QMetaObject::invokeMethod(worker_, [this, id, latest, guard, counter, work = std::move(work),
                                             done = std::move(done)]() mutable {
             configureThread();
             auto result = std::make_shared<R>();
             const bool current = latest->load() == id;
             if (current) *result = work();
-            // the owner's part is dropped by Qt if the owner is gone; the count is kept here
-            QMetaObject::invokeMethod(owner, [id, latest, counter, current, result, done] {
-                --*counter;
-                if (current && latest->load() == id) done(std::move(*result));
-            });
-            QMetaObject::invokeMethod(this, [this] {
+            QMetaObject::invokeMethod(this, [this, id, latest, guard, counter, current, result, done] {
+                if (guard) {  // the channel lives in its owner
+                    --*counter;
+                    if (current && latest->load() == id) done(std::move(*result));
+                }
                 if (--pending_ == 0) Q_EMIT idle();
             });
         });

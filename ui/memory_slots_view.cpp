@@ -5,11 +5,16 @@
 #include <QLabel>
 #include <QPainter>
 #include <QVBoxLayout>
+#include <limits>
 
 #include "ui/app_state.h"
 #include "ui/token_text.h"
 
 namespace relulens::ui {
+
+namespace {
+constexpr int kMaxHeatmapRows = 512;  // token rows drawn at most; longer texts are max-pooled
+}  // namespace
 
 MemorySlotsView::MemorySlotsView(AppState* state, QWidget* parent)
     : ExportableView(state, parent), heat_(new QCustomPlot(this)), bars_(new QCustomPlot(this)) {
@@ -87,14 +92,27 @@ void MemorySlotsView::refresh() {
         for (int i = 0; i < N; ++i) order_[i] = i;
     }
     auto index = torch::tensor(std::vector<int64_t>(order_.begin(), order_.end()));
-    fillHeatmap(map_.map, activations.index_select(1, index));
+    // A long text has more tokens than the heatmap has pixel rows: each row of cells shows the
+    // maximum over its block of tokens (8 M cells for 10,744 tokens stalled the window).
+    auto shown = activations;
+    const int block = (L + kMaxHeatmapRows - 1) / kMaxHeatmapRows;  // tokens per row of cells
+    if (block > 1) {
+        const int rows = (L + block - 1) / block;
+        shown = torch::constant_pad_nd(activations, {0, 0, 0, rows * block - L},
+                                       -std::numeric_limits<float>::infinity())
+                    .view({rows, block, N})
+                    .amax(1);
+    }
+    fillRegionHeatmap(map_.map, shown.index_select(1, index), 0, int64_t(shown.size(0)) * block, 0, N);
     map_.map->rescaleDataRange(true);
     heat_->xAxis->setRange(-0.5, N - 0.5);
     heat_->yAxis->setRange(-0.5, L - 0.5);
-    map_.heading->setText(QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5")
+    map_.heading->setText(QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5%6")
                               .arg(state_->layer()).arg(L).arg(N)
                               .arg(QString::fromStdString(core::ffnKindName(result->run.ffn)))
-                              .arg(result->trainedWithRun ? "" : " (swapped)"));
+                              .arg(result->trainedWithRun ? "" : " (swapped)")
+                              .arg(block > 1 ? QString("; each row the max over %1 tokens").arg(block)
+                                                : QString()));
     map_.scale->axis()->setLabel("m_ti");
     heat_->replot(QCustomPlot::rpQueuedReplot);
     refreshSelection();

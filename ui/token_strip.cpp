@@ -1,6 +1,7 @@
 #include "ui/token_strip.h"
 
 #include <QMouseEvent>
+#include <QPaintEvent>
 #include <QPainter>
 
 #include "ui/app_state.h"
@@ -12,6 +13,7 @@ namespace relulens::ui {
 TokenStrip::TokenStrip(AppState* state, QWidget* parent) : QWidget(parent), state_(state) {
     setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
     connect(state_, &AppState::resultChanged, this, [this] {
+        measureChips();
         layoutChips();
         updateGeometry();
         update();
@@ -39,30 +41,48 @@ void TokenStrip::resizeEvent(QResizeEvent* event) {
     layoutChips();
 }
 
-void TokenStrip::layoutChips() {
-    chips_.clear();
+void TokenStrip::changeEvent(QEvent* event) {
+    QWidget::changeEvent(event);
+    if (event->type() == QEvent::FontChange) {
+        measureChips();
+        layoutChips();
+        updateGeometry();
+    }
+}
+
+void TokenStrip::measureChips() {
+    // Labels and their widths once per result: a resize only reflows them (measuring 10,000
+    // labels again on every resize stalled the window).
     labels_.clear();
+    widths_.clear();
     auto result = state_->result();
     if (!result) return;
     const QFontMetrics metrics(font());
+    for (int i = 0; i < int(result->tokens.size()); ++i) {
+        labels_.push_back(tokenLabel(*result, i));
+        widths_.push_back(metrics.horizontalAdvance(labels_.back()) + 10);
+    }
+}
+
+void TokenStrip::layoutChips() {
+    chips_.clear();
+    const QFontMetrics metrics(font());
     const int h = metrics.height() + 6;
     int x = 4, y = 4;
-    for (int i = 0; i < int(result->tokens.size()); ++i) {
-        const QString label = tokenLabel(*result, i);
-        const int w = metrics.horizontalAdvance(label) + 10;
+    for (int i = 0; i < widths_.size(); ++i) {
+        const int w = widths_[i];
         if (x + w > width() - 4 && x > 4) {
             x = 4;
             y += h + 4;
         }
         chips_.push_back(QRect(x, y, w, h));
-        labels_.push_back(label);
         x += w + 3;
     }
     contentHeight_ = y + h + 6;
     setMinimumHeight(std::min(contentHeight_, 220));
 }
 
-void TokenStrip::paintEvent(QPaintEvent*) {
+void TokenStrip::paintEvent(QPaintEvent* event) {
     QPainter painter(this);
     painter.setRenderHint(QPainter::Antialiasing);
     auto result = state_->result();
@@ -85,7 +105,11 @@ void TokenStrip::paintEvent(QPaintEvent*) {
         }
     }
     if (values.defined()) values = values.contiguous();
+    // Only the chips in the part being painted: a long text's strip scrolls, and drawing its
+    // thousands of hidden chips stalled the window.
+    const QRect dirty = event->rect();
     for (int i = 0; i < chips_.size(); ++i) {
+        if (!chips_[i].intersects(dirty)) continue;
         QColor fill(235, 235, 240);
         if (values.defined() && i < values.size(0)) {
             const double v = std::clamp(double(values.data_ptr<float>()[i]) / top, 0.0, 1.0);

@@ -23,16 +23,19 @@ public:
 
 protected:
     void paintEvent(QPaintEvent* event) override;
+    void changeEvent(QEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
 
 private:
+    void measureChips();
     void layoutChips();
 
     AppState* state_;
     Colouring colouring_ = Colouring::Sparsity;
     QVector<QRect> chips_;
     QVector<QString> labels_;
+    QVector<int> widths_;  // of each chip, in the current font
     int contentHeight_ = 30;
 };
 
