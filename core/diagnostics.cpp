@@ -155,9 +155,10 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
 
 void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0) {
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
-    // Σ w⁺ log w⁺ per row in one vectorised pass (xlogy(0, 0) is 0); the rest row by row below.
+    // Σ w⁺ log w⁺ per row in vectorised passes (0 · log 1e-30 is 0; xlogy gives the same but
+    // calls a scalar logf per entry in this LibTorch); the rest row by row below.
     const auto positive = w.clamp_min(0);
-    const auto plogp = torch::xlogy(positive, positive).sum(-1).contiguous();  // (H, R)
+    const auto plogp = positive.clamp_min(1e-30f).log_().mul_(positive).sum(-1).contiguous();  // (H, R)
     const float* p = w.data_ptr<float>();
     const float* pl = plogp.data_ptr<float>();
     float* sparse = sparseCount_.data_ptr<float>();

@@ -220,7 +220,7 @@ int64_t bytesOf(const core::CaptureResult& r) {
     return bytes;
 }
 
-constexpr int64_t kRecentBytes = int64_t(1) << 30;  // kept results hold at most a gigabyte
+constexpr int64_t kRecentBytes = int64_t(1) << 29;  // kept results hold at most 512 MB
 constexpr size_t kRecentCount = 8;
 
 }  // namespace
