@@ -207,6 +207,15 @@ void AttentionMapView::refreshTile() {
         applyScale();  // the colour scale may have changed
         return;
     }
+    // Drawn moments ago (toggling back to a variant seen before): no map work at all.
+    for (const auto& recent : recentTiles_) {
+        if (recent.result == tile.result && recent.key == tile.key) {
+            requested_.clear();
+            channel_.supersede();
+            applyTile(recent);
+            return;
+        }
+    }
     const QString id = QString::number(quintptr(tile.result.get())) + " " + tile.key;
     if (requested_ == id) return;
     requested_ = id;
@@ -228,6 +237,10 @@ void AttentionMapView::ensureCurrentTile() {
 void AttentionMapView::applyTile(Tile tile) {
     if (!tile.values.defined() || tile.result != state_->result()) return;
     shown_ = std::move(tile);
+    auto same = [this](const Tile& t) { return t.result == shown_.result && t.key == shown_.key; };
+    recentTiles_.erase(std::remove_if(recentTiles_.begin(), recentTiles_.end(), same), recentTiles_.end());
+    recentTiles_.push_back(shown_);
+    if (recentTiles_.size() > kRecentTiles) recentTiles_.erase(recentTiles_.begin());
     const auto& t = shown_;
     const auto& result = t.result;
     rowBegin_ = t.q0, rowEnd_ = t.q1, keyBegin_ = t.k0, keyEnd_ = t.k1;
