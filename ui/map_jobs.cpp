@@ -17,7 +17,6 @@ MapJobs& MapJobs::instance() {
 
 MapJobs::MapJobs(QObject* parent) : QObject(parent), worker_(new QObject) {
     worker_->moveToThread(&thread_);
-    connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
     thread_.setObjectName("relulens-maps");
     thread_.start();
 }
@@ -25,6 +24,7 @@ MapJobs::MapJobs(QObject* parent) : QObject(parent), worker_(new QObject) {
 MapJobs::~MapJobs() {
     thread_.quit();
     thread_.wait();
+    delete worker_;  // its thread has stopped (a deleteLater would never run there)
 }
 
 void MapJobs::configureThread() {
