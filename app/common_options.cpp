@@ -61,6 +61,18 @@ core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,
     auto a = args.number("a", run.attention.a);
     if (!a) return core::Error{a.error()};
     run.attention.a = *a;
+    if (args.has("sigmoid-bias")) {
+        if (args.value("sigmoid-bias") == "log-n") {
+            run.attention.sigmoidBias.reset();
+        } else {
+            auto b = args.number("sigmoid-bias", 0.0);
+            if (!b) return core::Error{b.error() + " (or log-n for b_i = -log n_i)"};
+            run.attention.sigmoidBias = *b;
+        }
+    }
+    auto sigma = args.number("ssmax-sigma", run.attention.ssmaxSigma);
+    if (!sigma) return core::Error{sigma.error()};
+    run.attention.ssmaxSigma = *sigma;
     if (auto s = core::validateAttentionSpec(run.attention); !s) return core::Error{s.error()};
     if (args.has("ffn")) {
         auto ffn = core::parseFfnKind(args.value("ffn"));

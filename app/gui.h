@@ -14,6 +14,8 @@ namespace relulens::app {
 // Leaves out Qt's messages that mean nothing to a user (the offscreen platform's
 // "does not support propagateSizeHints()"); every other message is printed as before.
 void installMessageFilter();
+// "Qt 6.4.2" (the Qt the window runs with).
+std::string qtVersionLine();
 // Opens the window; with no display, renders the main views to PNG files instead.
 int runGui(int argc, char** argv);
 // relulens render ... (see --help)

@@ -3,6 +3,8 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QMessageBox>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "app/gui.h"
@@ -21,6 +23,8 @@ namespace relulens::app {
 namespace {
 QtMessageHandler previousHandler = nullptr;
 }  // namespace
+
+std::string qtVersionLine() { return std::string("Qt ") + qVersion(); }
 
 void installMessageFilter() {
     previousHandler = qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& context,
@@ -55,6 +59,11 @@ void restoreRun(ui::AppState& state) {
     if (auto k = core::parseAttentionKind(Settings::string(Settings::Key::Attention).toStdString())) run.attention.kind = *k;
     if (auto h = core::parseFamilyFunction(Settings::string(Settings::Key::FamilyH).toStdString())) run.attention.h = *h;
     run.attention.a = std::clamp(Settings::number(Settings::Key::Exponent), 0.0, 2.0);
+    bool isNumber = false;
+    const double bias = Settings::value(Settings::Key::SigmoidBias).toDouble(&isNumber);
+    if (isNumber && std::isfinite(bias)) run.attention.sigmoidBias = std::clamp(bias, -20.0, 20.0);
+    const double sigma = Settings::number(Settings::Key::SsmaxSigma);
+    if (std::isfinite(sigma) && sigma > 0) run.attention.ssmaxSigma = std::clamp(sigma, 0.01, 4.0);
     if (auto f = core::parseFfnKind(Settings::string(Settings::Key::Ffn).toStdString())) run.ffn = *f;
     state.setRun(run);
     state.setMode(Settings::integer(Settings::Key::Mode) == 1 ? ui::VariantMode::TrainedVariant

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -72,17 +73,35 @@ void printSummary(const core::CaptureResult& r) {
         std::printf("sparsity share of visible attention weights below tau = %g / n_i\n",
                     r.tauScale);
     }
-    std::printf("%-6s %-5s %9s %9s %9s %9s\n", "layer", "head", "sparsity", "entropy", "row mass",
-                "top-1");
+    std::printf("first    the first token's share of each row with mass; sink: sink score "
+                "(mean weight on the first token) > %g\n", r.sinkThreshold);
+    std::printf("%-6s %-5s %9s %9s %9s %9s %9s\n", "layer", "head", "sparsity", "entropy",
+                "row mass", "top-1", "first");
+    int64_t sinkHeads = 0, heads = 0;
     for (size_t l = 0; l < r.layers.size(); ++l) {
         const auto& layer = r.layers[l];
         for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
             const auto& d = layer.attention.heads[h];
-            std::printf("%-6zu %-5zu %9.3f %9.3f %9.3f %9.3f\n", l, h, d.sparsity, d.entropy,
-                        d.rowMass, d.topRatio1);
+            std::printf("%-6zu %-5zu %9.3f %9.3f %9.3f %9.3f %9.3f%s\n", l, h, d.sparsity,
+                        d.entropy, d.rowMass, d.topRatio1, d.sink.firstTokenShare,
+                        d.sink.sinkHead ? "  sink" : "");
+            sinkHeads += d.sink.sinkHead;
+            ++heads;
         }
         std::printf("%-6zu %-5s %9.3f   (FFN memory slots, %s)\n", l, "ffn", layer.ffn.sparsity,
                     layer.ffn.rule.exactZero ? "exact zeros" : "below tau / d_ff");
+    }
+    if (heads > 0) {
+        std::printf("sinks    %lld of %lld heads (%.0f %%)\n", (long long)sinkHeads,
+                    (long long)heads, 100.0 * double(sinkHeads) / double(heads));
+    }
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+        const auto& res = r.layers[l].residual;
+        if (res.largest.empty()) continue;
+        const auto& top = res.largest[0];
+        std::printf("residual layer %zu in: largest |h| %.3g (token %lld, dim %lld) = %.1f × median "
+                    "%.3g, kurtosis %.1f\n", l, std::abs(top.value), (long long)top.token,
+                    (long long)top.dimension, res.largestOverMedian(), res.medianAbs, res.kurtosis);
     }
     if (!r.predictions.empty()) {
         std::printf("next     after '%s':", visible(r.tokens.back().piece).c_str());
@@ -98,8 +117,8 @@ void printSummary(const core::CaptureResult& r) {
 
 int inspectCommand(const std::vector<std::string>& argv) {
     auto args = Arguments::parse(argv, {{"model"}, {"text"}, {"file"}, {"attention"}, {"h"},
-                                        {"a"}, {"ffn"}, {"device"}, {"json"}, {"maps"},
-                                        {"top-k"}, {"tau"}, {"all-maps", false}});
+                                        {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"}, {"ffn"}, {"device"}, {"json"}, {"maps"},
+                                        {"top-k"}, {"tau"}, {"sink-threshold"}, {"all-maps", false}});
     if (!args) return fail(args.error());
     if (!args->has("model")) return fail("inspect needs --model DIR");
     auto text = textFromArguments(*args);
@@ -125,6 +144,10 @@ int inspectCommand(const std::vector<std::string>& argv) {
     if (!tau) return fail(tau.error());
     if (!(*tau > 0) || *tau > 1) return fail("--tau must be in (0, 1]");
     request.tauScale = *tau;
+    auto sink = args->number("sink-threshold", 0.3);
+    if (!sink) return fail(sink.error());
+    if (!(*sink > 0) || *sink >= 1) return fail("--sink-threshold must be in (0, 1)");
+    request.sinkThreshold = *sink;
     request.slotActivations = false;
 
     auto result = core::capture(*loaded->model, loaded->tokenizer, *text, request);

@@ -8,6 +8,7 @@
 #ifdef RELULENS_WITH_GUI
 #include "app/gui.h"
 #endif
+#include "core/about.h"
 #include "core/device.h"
 #include "core/tokenizer.h"
 
@@ -25,10 +26,15 @@ commands:
                                (llama, mistral, qwen2, qwen3, gemma: config.json, safetensors
                                weights or shards, tokenizer.model)
       --text TEXT | --file F   the text to run on
-      --attention V            softmax | relu | relu_len | reluformer | family
+      --attention V            the papers': softmax | relu | relu_len | reluformer | family
+                               later ones: sigmoid | softpick | softmax1 | sparsemax |
+                               entmax15 | ssmax | stickbreaking
                                (default: the variant the model was trained with)
       --h H                    family function: relu | relu2 | gelu | softplus | sigmoid
       --a A                    length exponent of relu_len and family, in [0, 2] (default 1)
+      --sigmoid-bias B         sigmoid's bias b in sigma(s + b), in [-50, 50] (default log-n:
+                               b_i = -log n_i)
+      --ssmax-sigma S          ssmax's scale in softmax(S * log n_i * s), in (0, 10] (0.43)
       --ffn V                  relu | gelu | softmax | softmax_ln; gated FFNs (Hugging Face
                                models) swap the gate's activation: silu | gelu | gelu_tanh | relu
       --device D               auto | cpu | cuda | cuda:N (default auto: CUDA when available)
@@ -36,6 +42,8 @@ commands:
       --all-maps               add every head's weights to the JSON
       --top-k K                next-token predictions per position (default 5)
       --tau T                  softmax sparsity threshold scale, tau_i = T / n_i (default 0.1)
+      --sink-threshold E       a head whose mean weight on the first token exceeds E is a sink
+                               head (default 0.3)
       --json OUT               write everything to OUT as JSON
   train-tokenizer   train a SentencePiece tokenizer
       --corpus FILE...  --out FILE.model  [--vocab N (4096)] [--model-type unigram|bpe] [--force]
@@ -59,7 +67,7 @@ commands:
 
   render            render a view headless, exactly as the window draws it
       --model DIR (--text TEXT | --file F) --out FILE (.png, .svg, .pdf or .csv)
-      --view attention|heads|compare|sparsity|memory|predictions|diagnostics
+      --view attention|heads|compare|sparsity|memory|predictions|diagnostics|sinks
       [--layer L] [--head H|mean] [--query Q] [--log]
       [--attention V --h H --a A --ffn V --tau T] [--width 1100 --height 850] [--scale S]
       [--force]
@@ -111,10 +119,21 @@ int main(int argc, char** argv) {
     }
     if (args[0] == "--version") {
         relulens::core::configureThreads();
-        std::printf("relulens %s\n%s\n", RELULENS_VERSION,
-                    relulens::core::deviceReport().c_str());
+        std::printf("relulens %s\n", RELULENS_VERSION);
+        std::printf("licence: %s (the components' licences below; the full text in LICENSE, "
+                    "or /usr/share/doc/relulens/copyright when installed)\n", relulens::core::kLicence);
+        std::printf("%s\n", relulens::core::deviceReport().c_str());
+#ifdef RELULENS_WITH_GUI
+        std::printf("%s\n", relulens::app::qtVersionLine().c_str());
+#endif
+        const std::string reason = relulens::core::cudaUnavailableReason();
+        std::printf("device: %s\n", reason.empty() ? "cuda:0 (CUDA is used when --device is auto)"
+                                                    : ("cpu; CUDA is not used: " + reason).c_str());
         auto module = relulens::core::Tokenizer::modulePath();
         std::printf("tokenizer module: %s\n", module ? module->c_str() : module.error().c_str());
+        for (const auto& c : relulens::core::components()) {
+            std::printf("component: %s, %s (%s)\n", c.name.c_str(), c.licence.c_str(), c.role.c_str());
+        }
         return 0;
     }
     relulens::core::configureThreads();

@@ -18,7 +18,7 @@ namespace relulens::app {
 
 int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
     auto args = Arguments::parse(argvRest, {{"model"}, {"text"}, {"file"}, {"view"}, {"layer"},
-                                            {"head"}, {"query"}, {"attention"}, {"h"}, {"a"},
+                                            {"head"}, {"query"}, {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"},
                                             {"ffn"}, {"tau"}, {"width"}, {"height"}, {"scale"},
                                             {"out"}, {"log", false}, {"force", false}});
     if (!args) return fail(args.error());

@@ -63,7 +63,7 @@ void printProgress(const core::TrainProgress& p, bool terminal, int64_t every) {
 
 int trainCommand(const std::vector<std::string>& argv) {
     auto args = Arguments::parse(
-        argv, {{"corpus", true, true}, {"tokenizer"}, {"out"}, {"attention"}, {"h"}, {"a"},
+        argv, {{"corpus", true, true}, {"tokenizer"}, {"out"}, {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"},
                {"ffn"}, {"layers"}, {"heads"}, {"d-model"}, {"d-ff"}, {"context"}, {"steps"},
                {"batch"}, {"lr"}, {"warmup"}, {"seed"}, {"eval-every"}, {"eval-batches"},
                {"checkpoint-every"}, {"lambda"}, {"dtype"}, {"name"}, {"validation"},
@@ -153,7 +153,7 @@ int trainCommand(const std::vector<std::string>& argv) {
 
 int evalCommand(const std::vector<std::string>& argv) {
     auto args = Arguments::parse(argv, {{"model"}, {"corpus", true, true}, {"context", true, true},
-                                        {"attention"}, {"h"}, {"a"}, {"ffn"}, {"device"},
+                                        {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"}, {"ffn"}, {"device"},
                                         {"max-tokens"}, {"json"}, {"split"}});
     if (!args) return fail(args.error());
     if (!args->has("model") || !args->has("corpus")) {

@@ -63,7 +63,8 @@ constexpr int64_t kCheckpointRows = 16;
 bool sameRequest(const CaptureRequest& a, const CaptureRequest& b) {
     return sameVariants(a.run, b.run) && a.lazyMaps == b.lazyMaps &&
            a.slotActivations == b.slotActivations && a.diagnostics == b.diagnostics &&
-           a.topK == b.topK && a.tauScale == b.tauScale && a.blockRows == b.blockRows &&
+           a.topK == b.topK && a.tauScale == b.tauScale && a.sinkThreshold == b.sinkThreshold &&
+           a.blockRows == b.blockRows &&
            a.overviewCells == b.overviewCells && a.overviewFromTokens == b.overviewFromTokens;
 }
 
@@ -88,7 +89,8 @@ const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory, const
 
 int64_t CaptureMemory::bytes() const {
     int64_t total = 0;
-    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations, &ffnOutput}) {
+    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations, &ffnOutput,
+                             &residual}) {
         for (const auto& t : *list) {
             if (t.defined()) total += t.numel() * int64_t(t.element_size());
         }
@@ -124,6 +126,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     result.run = request.run;
     result.trainedWithRun = sameVariants(request.run, config.trained);
     result.tauScale = request.tauScale;
+    result.sinkThreshold = request.sinkThreshold;
     result.device = model.device().str();
     result.tokens = tokenizer.encode(text);
     if (result.tokens.empty()) return Error{"the text produced no tokens"};
@@ -160,7 +163,9 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     trace.options.scores = anyMaps && request.mapScores;
     trace.options.headOutputs = request.diagnostics || continuable;
     trace.options.queriesKeys = request.lazyMaps || continuable;
-    trace.options.values = continuable;
+    // Sink diagnostics read the first token's key and value, and the residual stream.
+    trace.options.values = continuable || request.diagnostics;
+    trace.options.residual = request.diagnostics;
     trace.blockRows = request.blockRows;
     trace.options.ffn = request.diagnostics || request.slotActivations || continuable;
     if (past) {
@@ -249,12 +254,15 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         const auto slots =
             t.slotActivations.defined() ? joined(&CaptureMemory::slotActivations, l, t.slotActivations[0], 0) : torch::Tensor();
         const auto ffnOutput = t.ffnOutput.defined() ? joined(&CaptureMemory::ffnOutput, l, t.ffnOutput[0], 0) : torch::Tensor();
+        const auto residual = t.residual.defined() ? joined(&CaptureMemory::residual, l, t.residual[0], 0) : torch::Tensor();
         LayerCapture layer;
         if (request.diagnostics) {
             layer.attention = accumulators[size_t(l)].finish(headOutputs);
             layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
             layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
             layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
+            completeSinkDiagnostics(layer.attention.heads, t.k[0], t.v[0], request.sinkThreshold);
+            layer.residual = residualDiagnostics(residual);
             layer.ffn = model.ffnDiagnostics(l, ffnInput, slots, ffnOutput, request.run.ffn,
                                              request.tauScale);
             layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
@@ -271,6 +279,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
             memory->ffnInput.push_back(ffnInput);
             memory->slotActivations.push_back(slots);
             memory->ffnOutput.push_back(ffnOutput);
+            memory->residual.push_back(residual);
         }
         for (int64_t h = 0; h < config.nHeads; ++h) {
             bool wanted = request.allMaps;

@@ -25,6 +25,7 @@ struct CaptureRequest {
     bool diagnostics = true;
     int topK = 5;
     double tauScale = 0.1;       // softmax sparsity threshold τ_i = tauScale / n_i
+    double sinkThreshold = 0.3;  // a head whose sink score passes this is a sink head (Gu et al.)
     // Attention runs in blocks of rows and maps are rebuilt on demand, so memory grows about
     // linearly with the input; time grows with its square.
     int64_t maxTokens = 16384;
@@ -47,6 +48,7 @@ struct Prediction {
 
 struct LayerCapture {
     AttentionDiagnostics attention;
+    ResidualDiagnostics residual;   // the stream entering the layer, with the diagnostics
     FfnDiagnostics ffn;
     torch::Tensor slotActivations;  // (L, d_ff) CPU float, when requested
 };
@@ -60,8 +62,9 @@ struct CaptureMemory {
     CaptureRequest request;
     std::vector<int64_t> ids;
     // Per layer: keys and values (1, H_kv, L, dh); queries and head outputs (H, L, dh);
-    // FFN input, slot activations and output (L, ·).
-    std::vector<torch::Tensor> keys, values, queries, headOutputs, ffnInput, slotActivations, ffnOutput;
+    // FFN input, slot activations and output, and the residual stream entering the layer (L, ·).
+    std::vector<torch::Tensor> keys, values, queries, headOutputs, ffnInput, slotActivations, ffnOutput,
+        residual;
     // The diagnostics' and overviews' running state after the first `row` tokens. The last
     // tokens often change as a word is typed (a piece grows), so besides the state at the end a
     // checkpoint a few rows before it is kept, and a continuation starts from the later one
@@ -82,6 +85,7 @@ struct CaptureResult {
     bool trainedWithRun = false;  // the run's variants are the ones the weights were trained with
     std::string device;
     double tauScale = 0.1;
+    double sinkThreshold = 0.3;
     std::vector<Token> tokens;
     std::vector<std::vector<Prediction>> predictions;  // per position, next-token top-k
     std::vector<LayerCapture> layers;

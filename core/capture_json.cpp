@@ -1,5 +1,9 @@
 #include "core/capture_json.h"
 
+#include <cmath>
+
+#include "core/model_config.h"
+
 namespace relulens::core {
 
 using nlohmann::json;
@@ -32,17 +36,36 @@ json sparsityRule(const SparsityRule& rule, const char* tauOf) {
     return r;
 }
 
+// NaN (a norm over no tokens) as null.
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json sinkToJson(const SinkDiagnostics& s) {
+    return {{"first_token_share", s.firstTokenShare},
+            {"zero_mass_rows", s.zeroMassRows},
+            {"sink_score", s.sinkScore},
+            {"sink_head", s.sinkHead},
+            {"first_key_norm", number(s.firstKeyNorm)},
+            {"other_key_norm", number(s.otherKeyNorm)},
+            {"first_value_norm", number(s.firstValueNorm)},
+            {"other_value_norm", number(s.otherValueNorm)}};
+}
+
+json residualToJson(const ResidualDiagnostics& r) {
+    json largest = json::array();
+    for (const auto& p : r.largest) {
+        largest.push_back({{"value", p.value}, {"token", p.token}, {"dimension", p.dimension}});
+    }
+    return {{"largest", largest},
+            {"median_abs", r.medianAbs},
+            {"largest_over_median", r.largestOverMedian()},
+            {"kurtosis", r.kurtosis}};
+}
+
 }  // namespace
 
 json runSpecToJson(const RunSpec& run) {
-    json attention = {{"variant", run.attention.name()}, {"label", run.attention.label()}};
-    if (run.attention.kind == AttentionKind::Family) {
-        attention["h"] = familyFunctionName(run.attention.h);
-    }
-    if (run.attention.kind == AttentionKind::Family ||
-        run.attention.kind == AttentionKind::ReluLen) {
-        attention["a"] = run.attention.a;
-    }
+    json attention = attentionSpecToJson(run.attention);
+    attention["label"] = run.attention.label();
     return {{"attention", attention}, {"ffn", ffnKindName(run.ffn)}};
 }
 
@@ -53,6 +76,7 @@ json captureToJson(const CaptureResult& r) {
     out["run"]["device"] = r.device;
     out["run"]["trained_with_this_variant"] = r.trainedWithRun;
     out["run"]["tau_scale"] = r.tauScale;
+    out["run"]["sink_threshold"] = r.sinkThreshold;
     out["run"]["milliseconds"] = r.milliseconds;
 
     json tokens = json::array();
@@ -77,7 +101,8 @@ json captureToJson(const CaptureResult& r) {
                              {"top_ratio_1pct", d.topRatio1pct},
                              {"output_variance", d.outputVariance},
                              {"empty_rows", d.emptyRows},
-                             {"distance_profile", d.distanceProfile}});
+                             {"distance_profile", d.distanceProfile},
+                             {"sink", sinkToJson(d.sink)}});
         }
         json ffn = {{"sparsity", layer.ffn.sparsity},
                     {"sparsity_rule", sparsityRule(layer.ffn.rule, "d_ff")},
@@ -89,7 +114,8 @@ json captureToJson(const CaptureResult& r) {
                           {"heads", heads},
                           {"output_variance_by_n",
                            buckets(layer.attention.outputVarianceByN, "n_from", "n_to")},
-                          {"ffn", ffn}});
+                          {"ffn", ffn},
+                          {"residual", residualToJson(layer.residual)}});
     }
     out["layers"] = layers;
 

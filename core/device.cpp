@@ -3,6 +3,7 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -52,6 +53,18 @@ std::string deviceReport() {
 #endif
     report += ", " + std::to_string(at::get_num_threads()) + " CPU thread(s)";
     return report;
+}
+
+std::string cudaUnavailableReason() {
+    if (torch::cuda::is_available()) return {};
+    try {
+        // Only a LibTorch with its CUDA library can say which CUDA runtime it was built with.
+        const long runtime = at::detail::getCUDAHooks().versionCUDART();
+        return "this LibTorch has CUDA (runtime " + std::to_string(runtime / 1000) + "." +
+               std::to_string(runtime % 1000 / 10) + ") but no GPU is visible";
+    } catch (const std::exception&) {
+        return "this LibTorch build has no CUDA (Debian's LibTorch is CPU-only)";
+    }
 }
 
 void configureThreads() {

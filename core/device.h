@@ -12,6 +12,9 @@ Result<torch::Device> selectDevice(const std::string& name);
 
 // One line on the compute back-ends: LibTorch version, CUDA availability, threads.
 std::string deviceReport();
+// Why CUDA is not used, or empty when it can be: this LibTorch was built without CUDA (Debian's
+// is CPU-only), or it has CUDA but no GPU is visible.
+std::string cudaUnavailableReason();
 
 // Keeps LibTorch at the thread count that is fastest on small machines (see PLATFORM.md).
 void configureThreads();

@@ -100,6 +100,7 @@ AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, 
     top1_ = torch::zeros({heads, tokens}, options);
     topPct_ = torch::zeros({heads, tokens}, options);
     distanceSums_ = torch::zeros({heads, tokens}, options);
+    first_ = torch::zeros({heads, tokens}, options);
 }
 
 void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_t r0) {
@@ -151,6 +152,7 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
     entropy_.narrow(1, r0, R).copy_(entropy);
     top1_.narrow(1, r0, R).copy_(top1);
     topPct_.narrow(1, r0, R).copy_(topPct);
+    first_.narrow(1, r0, R).copy_(w.select(2, 0));
 }
 
 void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0) {
@@ -167,6 +169,7 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
     float* top1 = top1_.data_ptr<float>();
     float* topPct = topPct_.data_ptr<float>();
     float* distance = distanceSums_.data_ptr<float>();
+    float* firstKey = first_.data_ptr<float>();
     const int64_t L = tokens_;
     const double tauScale = rule_.tauScale;
     const bool exact = rule_.exactZero;
@@ -202,6 +205,7 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
             entropy[out] = hasMass ? float((std::log(safe) * positiveSum - double(pl[row])) / safe) : 0.0f;
             top1[out] = float(double(best) / safe);
             topPct[out] = float(largest / safe);
+            firstKey[out] = x[0];
         }
     });
 }
@@ -211,7 +215,7 @@ AttentionDiagnosticsAccumulator AttentionDiagnosticsAccumulator::resized(int64_t
     out.tokens_ = tokens;
     const int64_t kept = std::min(tokens, tokens_);
     for (auto* t : {&out.sparseCount_, &out.mass_, &out.entropy_, &out.top1_, &out.topPct_,
-                    &out.distanceSums_}) {
+                    &out.distanceSums_, &out.first_}) {
         auto grown = torch::zeros({heads_, tokens}, t->options());
         grown.narrow(1, 0, kept).copy_(t->narrow(1, 0, kept));
         *t = grown;
@@ -245,6 +249,17 @@ AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor
         variance = toVector(headOutputs.to(torch::kFloat32).flatten(1).var(1, false));
         out.outputVarianceByN = varianceByRows(headOutputs.to(torch::kFloat32));
     }
+    // Sinks: the first token's share of rows 1.. that have mass, and its mean weight over all rows.
+    std::vector<double> share(size_t(H), 0.0), zeroMass(size_t(H), 0.0);
+    if (L > 1) {
+        const auto later = hasMass.narrow(1, 1, L - 1);
+        const auto laterF = later.to(torch::kFloat32);
+        const auto ratio = torch::where(later, first_.narrow(1, 1, L - 1) / mass_.narrow(1, 1, L - 1).clamp_min(1e-30),
+                                        torch::zeros({}, mass_.options()));
+        share = toVector(ratio.sum(-1) / laterF.sum(-1).clamp_min(1));
+        zeroMass = toVector((L - 1) - laterF.sum(-1));
+    }  // (a one-token text has no row after the first: share 0)
+    const auto sinkScore = toVector(first_.mean(-1));
     // Bin d holds L - d visible entries.
     const auto counts = (L - torch::arange(L, torch::TensorOptions().dtype(torch::kFloat32).device(device)));
     const auto profileCpu = (distanceSums_ / counts.unsqueeze(0)).to(torch::kCPU, torch::kFloat64).contiguous();
@@ -260,9 +275,56 @@ AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor
         d.emptyRows = int64_t(empty[size_t(h)]);
         const double* row = profileCpu[h].data_ptr<double>();
         d.distanceProfile.assign(row, row + L);
+        d.sink.firstTokenShare = share[size_t(h)];
+        d.sink.zeroMassRows = int64_t(zeroMass[size_t(h)]);
+        d.sink.sinkScore = sinkScore[size_t(h)];
         out.heads.push_back(std::move(d));
     }
     return out;
+}
+
+ResidualDiagnostics residualDiagnostics(const torch::Tensor& stream) {
+    ResidualDiagnostics out;
+    const auto x = stream.to(torch::kFloat32).flatten();
+    if (x.numel() == 0) return out;
+    const int64_t d = stream.size(-1);
+    const auto magnitude = x.abs();
+    auto [values, indices] = magnitude.topk(std::min<int64_t>(3, x.numel()));
+    const auto top = indices.to(torch::kCPU).contiguous();
+    for (int64_t i = 0; i < top.numel(); ++i) {
+        const int64_t at = top.data_ptr<int64_t>()[i];
+        out.largest.push_back({x[at].item<double>(), at / d, at % d});
+    }
+    out.medianAbs = magnitude.median().item<double>();
+    const auto centred = x.to(torch::kFloat64) - x.to(torch::kFloat64).mean();
+    const double variance = centred.square().mean().item<double>();
+    out.kurtosis = variance > 0 ? centred.pow(4).mean().item<double>() / (variance * variance) : 0;
+    return out;
+}
+
+void completeSinkDiagnostics(std::vector<HeadDiagnostics>& heads, const torch::Tensor& keys,
+                             const torch::Tensor& values, double threshold) {
+    const int64_t H = int64_t(heads.size());
+    for (int64_t h = 0; h < H; ++h) heads[size_t(h)].sink.sinkHead = heads[size_t(h)].sink.sinkScore > threshold;
+    if (!keys.defined() || !values.defined() || H == 0) return;
+    const int64_t kv = keys.size(0), group = std::max<int64_t>(1, H / kv);
+    auto norms = [](const torch::Tensor& t) {  // (H_kv, L, dh) -> per kv head: ||t_0||, mean_{j>=1} ||t_j||
+        const auto n = t.to(torch::kFloat32).norm(2, -1);  // (H_kv, L)
+        const auto first = toVector(n.select(1, 0));
+        const auto others = n.size(1) > 1 ? toVector(n.narrow(1, 1, n.size(1) - 1).mean(-1))
+                                           : std::vector<double>(size_t(n.size(0)), std::nan(""));
+        return std::pair{first, others};
+    };
+    const auto [firstKey, otherKey] = norms(keys);
+    const auto [firstValue, otherValue] = norms(values);
+    for (int64_t h = 0; h < H; ++h) {
+        auto& s = heads[size_t(h)].sink;
+        const auto g = size_t(std::min(h / group, kv - 1));
+        s.firstKeyNorm = firstKey[g];
+        s.otherKeyNorm = otherKey[g];
+        s.firstValueNorm = firstValue[g];
+        s.otherValueNorm = otherValue[g];
+    }
 }
 
 AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,

@@ -1,5 +1,6 @@
 // The per-head and per-layer diagnostics of PAPERS.md, computed from captured tensors.
 #pragma once
+#include <cmath>
 #include <vector>
 
 #include "core/ffn.h"
@@ -15,6 +16,19 @@ struct SparsityRule {
     double tauScale = 0.1;
 };
 
+// Attention sinks (PAPERS.md, after Xiao et al. 2023 and Gu et al. 2024): how much of each row
+// a head gives the first token, and what that token's key and value look like.
+struct SinkDiagnostics {
+    double firstTokenShare = 0;  // mean over rows i >= 1 with mass > 0 of α_i0 / Σ_j α_ij
+    int64_t zeroMassRows = 0;    // rows i >= 1 without positive mass (an abstaining row is no sink)
+    double sinkScore = 0;        // Gu et al.'s score of key 0: mean over rows i >= 0 of α_i0
+    bool sinkHead = false;       // sinkScore > the capture's threshold ε (0.3 by default)
+    // ||k_0|| and ||v_0|| of the kv head this head reads, and the means over the other tokens
+    // (NaN for a one-token text).
+    double firstKeyNorm = 0, otherKeyNorm = 0;
+    double firstValueNorm = 0, otherValueNorm = 0;
+};
+
 struct HeadDiagnostics {
     double sparsity = 0;        // share of visible entries counted sparse
     double rowMass = 0;         // mean over rows of Σ_j α_ij
@@ -25,6 +39,21 @@ struct HeadDiagnostics {
     double outputVariance = 0;  // variance of the head's output α·v
     int64_t emptyRows = 0;      // rows whose mass is exactly 0 (left out of entropy/top ratio)
     std::vector<double> distanceProfile;  // mean weight at query–key distance 0..L-1
+    SinkDiagnostics sink;
+};
+
+// Massive activations (Sun et al. 2024) in the residual stream entering a layer.
+struct ResidualPeak {
+    double value = 0;  // signed
+    int64_t token = 0, dimension = 0;
+};
+struct ResidualDiagnostics {
+    std::vector<ResidualPeak> largest;  // the (up to) three largest |h|, largest first
+    double medianAbs = 0;               // median |h| over every token and dimension
+    double kurtosis = 0;                // E[(h − mean)⁴] / var² over every entry (3 for a Gaussian)
+    double largestOverMedian() const {
+        return largest.empty() || medianAbs <= 0 ? 0 : std::abs(largest[0].value) / medianAbs;
+    }
 };
 
 struct VarianceBucket {
@@ -76,7 +105,16 @@ private:
     SparsityRule rule_;
     torch::Tensor sparseCount_, mass_, entropy_, top1_, topPct_;  // (H, L)
     torch::Tensor distanceSums_;                                  // (H, L)
+    torch::Tensor first_;                                         // (H, L) α_i0
 };
+
+// stream: (L, d), the residual stream entering a layer.
+ResidualDiagnostics residualDiagnostics(const torch::Tensor& stream);
+
+// Fills each head's sink key and value norms and its sink flag: keys and values (H_kv, L, d_head)
+// (query head h reads kv head h / (H / H_kv)); a sink head has a sink score above `threshold`.
+void completeSinkDiagnostics(std::vector<HeadDiagnostics>& heads, const torch::Tensor& keys,
+                             const torch::Tensor& values, double threshold);
 
 // weights: (H, L, L) causal; headOutputs: (H, L, d_head) or undefined.
 AttentionDiagnostics attentionDiagnostics(const torch::Tensor& weights,

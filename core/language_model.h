@@ -24,6 +24,7 @@ struct TraceOptions {
     bool values = false;           // v: with k, what a longer input sharing this start reuses
     bool ffn = false;              // FFN input and slot activations
     bool rowMass = false;          // Σ_j α_ij, for the ReLUFormer regulariser
+    bool residual = false;         // the residual stream entering each layer
 };
 
 struct LayerTrace {
@@ -37,6 +38,7 @@ struct LayerTrace {
     torch::Tensor slotActivations; // (B, L, d_ff) memory-slot coefficients
     torch::Tensor ffnOutput;       // (B, L, d) what the FFN adds to the residual stream
     torch::Tensor rowMass;         // (B, H, L)
+    torch::Tensor residual;        // (B, L, d) the residual stream entering the layer
 };
 
 struct ForwardTrace {

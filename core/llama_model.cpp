@@ -62,6 +62,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
     if (c.gemma) x = x * float(std::sqrt(double(c.hidden)));
     for (int64_t l = 0; l < c.layers; ++l) {
         const Layer& w = weights_.layers[size_t(l)];
+        if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
         const auto h = rmsNorm(x, w.inputNorm);
         auto heads = [&](const torch::Tensor& weight, const torch::Tensor& bias, int64_t n) {
             return torch::linear(h, weight, bias).view({B, L, n, dh}).transpose(1, 2);  // (B, n, L, dh)

@@ -101,6 +101,15 @@ Result<AttentionSpec> attentionSpecFromJson(const json& attention) {
             if (!h) return Error{h.error()};
             spec.h = *h;
             spec.a = attention.value("a", 1.0);
+            if (attention.contains("bias")) {
+                const auto& bias = attention.at("bias");
+                if (bias.is_number()) {
+                    spec.sigmoidBias = bias.get<double>();
+                } else if (!(bias.is_string() && bias.get<std::string>() == "-log n")) {
+                    return Error{"'bias' must be a number or \"-log n\""};
+                }
+            }
+            spec.ssmaxSigma = attention.value("sigma", AttentionSpec::kDefaultSsmaxSigma);
         } else {
             return Error{"'attention' must be a variant name or an object"};
         }
@@ -109,6 +118,27 @@ Result<AttentionSpec> attentionSpecFromJson(const json& attention) {
     }
     if (auto s = validateAttentionSpec(spec); !s) return Error{s.error()};
     return spec;
+}
+
+json attentionSpecToJson(const AttentionSpec& spec) {
+    json attention = {{"variant", spec.name()}};
+    switch (spec.kind) {
+        case AttentionKind::Family:
+            attention["h"] = familyFunctionName(spec.h);
+            attention["a"] = spec.a;
+            break;
+        case AttentionKind::ReluLen: attention["a"] = spec.a; break;
+        case AttentionKind::Sigmoid:
+            if (spec.sigmoidBias) {
+                attention["bias"] = *spec.sigmoidBias;
+            } else {
+                attention["bias"] = "-log n";
+            }
+            break;
+        case AttentionKind::Ssmax: attention["sigma"] = spec.ssmaxSigma; break;
+        default: break;
+    }
+    return attention;
 }
 
 Result<ModelConfig> configFromJson(const json& j) {
@@ -172,14 +202,7 @@ Result<ModelConfig> loadConfigFile(const std::string& path) {
 }
 
 json configToJson(const ModelConfig& c) {
-    json attention = {{"variant", c.trained.attention.name()}};
-    if (c.trained.attention.kind == AttentionKind::Family) {
-        attention["h"] = familyFunctionName(c.trained.attention.h);
-    }
-    if (c.trained.attention.kind == AttentionKind::Family ||
-        c.trained.attention.kind == AttentionKind::ReluLen) {
-        attention["a"] = c.trained.attention.a;
-    }
+    const json attention = attentionSpecToJson(c.trained.attention);
     return json{{"format", "relulens-model"},
                 {"format_version", 1},
                 {"name", c.name},

@@ -41,7 +41,10 @@ constexpr int64_t kMaxParameters = 2'000'000'000;
 
 Result<ModelConfig> configFromJson(const nlohmann::json& json);
 // "softmax", or {"variant": "family", "h": "relu2", "a": 0.5}: the form config files use.
+// Also {"variant": "sigmoid", "bias": -2.0 | "-log n"} and {"variant": "ssmax", "sigma": 0.43}.
 Result<AttentionSpec> attentionSpecFromJson(const nlohmann::json& json);
+// The object form of the above, with exactly the constants the variant uses.
+nlohmann::json attentionSpecToJson(const AttentionSpec& spec);
 Result<ModelConfig> loadConfigFile(const std::string& path);
 nlohmann::json configToJson(const ModelConfig& config);
 Status validateConfig(const ModelConfig& config);

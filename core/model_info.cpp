@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model_config.h"
+
 namespace relulens::core {
 
 std::vector<FfnKind> ModelInfo::ffnChoices() const {
@@ -18,14 +20,7 @@ std::vector<FfnKind> ModelInfo::ffnChoices() const {
 }
 
 nlohmann::json modelInfoToJson(const ModelInfo& m) {
-    nlohmann::json attention = {{"variant", m.trained.attention.name()}};
-    if (m.trained.attention.kind == AttentionKind::Family) {
-        attention["h"] = familyFunctionName(m.trained.attention.h);
-    }
-    if (m.trained.attention.kind == AttentionKind::Family ||
-        m.trained.attention.kind == AttentionKind::ReluLen) {
-        attention["a"] = m.trained.attention.a;
-    }
+    const nlohmann::json attention = attentionSpecToJson(m.trained.attention);
     nlohmann::json out = {{"family", m.family},
                           {"name", m.name},
                           {"description", m.description},

@@ -136,6 +136,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
     auto x = torch::embedding(embedding_, ids);  // (B, L, d)
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const Layer& w = layers_[size_t(l)];
+        if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
         auto h = torch::layer_norm(x, {c.dModel}, w.ln1Weight, w.ln1Bias, c.normEps);
         auto heads = [&](const torch::Tensor& weight) {  // (B, L, d) -> (B, H, L, dh)
             return torch::linear(h, weight).view({B, L, H, dh}).transpose(1, 2);

@@ -12,8 +12,36 @@ std::string attentionKindName(AttentionKind kind) {
         case AttentionKind::ReluLen: return "relu_len";
         case AttentionKind::ReluFormer: return "reluformer";
         case AttentionKind::Family: return "family";
+        case AttentionKind::Sigmoid: return "sigmoid";
+        case AttentionKind::Softpick: return "softpick";
+        case AttentionKind::Softmax1: return "softmax1";
+        case AttentionKind::Sparsemax: return "sparsemax";
+        case AttentionKind::Entmax15: return "entmax15";
+        case AttentionKind::Ssmax: return "ssmax";
+        case AttentionKind::StickBreaking: return "stickbreaking";
     }
     return "?";
+}
+
+const std::vector<AttentionKind>& attentionKinds() {
+    static const std::vector<AttentionKind> kinds = {
+        AttentionKind::Softmax,   AttentionKind::Relu,     AttentionKind::ReluLen,
+        AttentionKind::ReluFormer, AttentionKind::Family,  AttentionKind::Sigmoid,
+        AttentionKind::Softpick,  AttentionKind::Softmax1, AttentionKind::Sparsemax,
+        AttentionKind::Entmax15,  AttentionKind::Ssmax,    AttentionKind::StickBreaking};
+    return kinds;
+}
+
+bool isPapersVariant(AttentionKind kind) {
+    return kind == AttentionKind::Softmax || kind == AttentionKind::Relu ||
+           kind == AttentionKind::ReluLen || kind == AttentionKind::ReluFormer ||
+           kind == AttentionKind::Family;
+}
+
+std::string attentionKindList() {
+    std::string list;
+    for (auto kind : attentionKinds()) list += (list.empty() ? "" : " | ") + attentionKindName(kind);
+    return list;
 }
 
 std::string familyFunctionName(FamilyFunction h) {
@@ -40,12 +68,10 @@ std::string ffnKindName(FfnKind kind) {
 }
 
 Result<AttentionKind> parseAttentionKind(const std::string& name) {
-    for (auto kind : {AttentionKind::Softmax, AttentionKind::Relu, AttentionKind::ReluLen,
-                      AttentionKind::ReluFormer, AttentionKind::Family}) {
+    for (auto kind : attentionKinds()) {
         if (attentionKindName(kind) == name) return kind;
     }
-    return Error{"unknown attention variant '" + name +
-                 "' (expected softmax, relu, relu_len, reluformer or family)"};
+    return Error{"unknown attention variant '" + name + "' (expected " + attentionKindList() + ")"};
 }
 
 Result<FamilyFunction> parseFamilyFunction(const std::string& name) {
@@ -73,6 +99,18 @@ Status validateAttentionSpec(const AttentionSpec& spec) {
         std::snprintf(buffer, sizeof buffer, "length exponent a = %g is outside [0, 2]", spec.a);
         return Error{buffer};
     }
+    if (spec.sigmoidBias && (!std::isfinite(*spec.sigmoidBias) || std::fabs(*spec.sigmoidBias) > 50.0)) {
+        char buffer[96];
+        std::snprintf(buffer, sizeof buffer, "sigmoid bias b = %g is outside [-50, 50]",
+                      *spec.sigmoidBias);
+        return Error{buffer};
+    }
+    if (!std::isfinite(spec.ssmaxSigma) || spec.ssmaxSigma <= 0.0 || spec.ssmaxSigma > 10.0) {
+        char buffer[96];
+        std::snprintf(buffer, sizeof buffer, "ssmax scale sigma = %g is outside (0, 10]",
+                      spec.ssmaxSigma);
+        return Error{buffer};
+    }
     return {};
 }
 
@@ -89,16 +127,29 @@ std::string AttentionSpec::label() const {
             std::snprintf(buffer, sizeof buffer, "family(%s, a=%.2f)",
                           familyFunctionName(h).c_str(), a);
             return buffer;
+        case AttentionKind::Sigmoid:
+            if (!sigmoidBias) return "sigmoid";
+            std::snprintf(buffer, sizeof buffer, "sigmoid(b=%.2f)", *sigmoidBias);
+            return buffer;
+        case AttentionKind::Ssmax:
+            if (ssmaxSigma == kDefaultSsmaxSigma) return "ssmax";
+            std::snprintf(buffer, sizeof buffer, "ssmax(sigma=%.2f)", ssmaxSigma);
+            return buffer;
         default: return name();
     }
 }
 
 bool AttentionSpec::hasExactZeros() const {
     switch (kind) {
-        case AttentionKind::Softmax: return false;
+        case AttentionKind::Relu:
+        case AttentionKind::ReluLen:
+        case AttentionKind::ReluFormer:
+        case AttentionKind::Softpick:
+        case AttentionKind::Sparsemax:
+        case AttentionKind::Entmax15: return true;
         case AttentionKind::Family:
             return h == FamilyFunction::Relu || h == FamilyFunction::Relu2;
-        default: return true;
+        default: return false;
     }
 }
 
@@ -106,6 +157,8 @@ bool AttentionSpec::operator==(const AttentionSpec& other) const {
     if (kind != other.kind) return false;
     if (kind == AttentionKind::Family) return h == other.h && a == other.a;
     if (kind == AttentionKind::ReluLen) return a == other.a;
+    if (kind == AttentionKind::Sigmoid) return sigmoidBias == other.sigmoidBias;
+    if (kind == AttentionKind::Ssmax) return ssmaxSigma == other.ssmaxSigma;
     return true;
 }
 

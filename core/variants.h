@@ -2,13 +2,20 @@
 // A RunSpec says which variant one forward pass uses; it may differ from what the model was
 // trained with (that is part of the model's config).
 #pragma once
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
 namespace relulens::core {
 
-enum class AttentionKind { Softmax, Relu, ReluLen, ReluFormer, Family };
+// The papers' variants first (Shen et al. 2023, Wortsman et al. 2023), then the later ones of
+// PAPERS.md's "Beyond the two papers".
+enum class AttentionKind {
+    Softmax, Relu, ReluLen, ReluFormer, Family,
+    Sigmoid, Softpick, Softmax1, Sparsemax, Entmax15, Ssmax, StickBreaking
+};
 enum class FamilyFunction { Relu, Relu2, Gelu, Softplus, Sigmoid };
 // Silu and GeluTanh are the gate activations of gated (Hugging Face) FFNs.
 enum class FfnKind { Relu, Gelu, Softmax, SoftmaxLn, Silu, GeluTanh };
@@ -17,10 +24,16 @@ struct AttentionSpec {
     AttentionKind kind = AttentionKind::Softmax;
     FamilyFunction h = FamilyFunction::Relu;  // used by Family only
     double a = 1.0;                           // length exponent of ReluLen and Family, in [0, 2]
+    // Sigmoid's bias b in sigma(s + b): unset means b_i = -log n_i (Ramapuram et al.'s choice).
+    std::optional<double> sigmoidBias;
+    double ssmaxSigma = kDefaultSsmaxSigma;   // Ssmax's scale: softmax(sigma * log n_i * s)
 
-    // "softmax", "relu", "relu_len", "reluformer", "family".
+    static constexpr double kDefaultSsmaxSigma = 0.43;
+
+    // "softmax", "relu", "relu_len", "reluformer", "family", "sigmoid", "softpick", ...
     std::string name() const;
-    // Human label including h and a where they matter, e.g. "family(relu2, a=0.50)".
+    // Human label including the constants where they differ from the defaults, e.g.
+    // "family(relu2, a=0.50)", "ssmax(sigma=0.60)", "sigmoid(b=-2.00)".
     std::string label() const;
     // True when entries can be exactly zero (ReLU-based), so sparsity counts exact zeros.
     bool hasExactZeros() const;
@@ -32,6 +45,13 @@ struct RunSpec {
     AttentionSpec attention;
     FfnKind ffn = FfnKind::Relu;
 };
+
+// Every attention kind, in the order menus and help list them.
+const std::vector<AttentionKind>& attentionKinds();
+// True for the variants of the two papers (softmax, relu, relu_len, reluformer, family).
+bool isPapersVariant(AttentionKind kind);
+// "softmax | relu | ... | stickbreaking", for help and error messages.
+std::string attentionKindList();
 
 Result<AttentionKind> parseAttentionKind(const std::string& name);
 Result<FamilyFunction> parseFamilyFunction(const std::string& name);

@@ -60,8 +60,9 @@ expected=(
   ./usr/share/metainfo/io.github.relulens.ReluLens.metainfo.xml
   ./usr/share/icons/hicolor/scalable/apps/io.github.relulens.ReluLens.svg
   ./usr/share/man/man1/relulens.1.gz
+  ./usr/share/doc/relulens/copyright
 )
-for model in softmax relu-len reluformer relu ffn-softmax ffn-softmax-ln; do
+for model in softmax relu-len reluformer relu ffn-softmax ffn-softmax-ln sigmoid softpick; do
   for file in config.json model.safetensors tokenizer.model; do
     expected+=("./usr/share/relulens/models/$model/$file")
   done
@@ -87,6 +88,12 @@ for size in 16 32 48 64 128 256; do
   file "$icon" | grep -q "PNG image data, $size x $size" || fail "$icon is not a ${size}×${size} PNG"
 done
 gzip -t "$root/usr/share/man/man1/relulens.1.gz" || fail "relulens.1.gz is not valid gzip"
+grep -q "^License: GPL-3.0+" "$root/usr/share/doc/relulens/copyright" || fail "copyright does not state GPL-3.0+"
+for component in "Qt 6" QCustomPlot LibTorch SentencePiece nlohmann-json "Jane Austen"; do
+  grep -qF "$component" "$root/usr/share/doc/relulens/copyright" || fail "copyright does not list $component"
+done
+grep -qF "<project_license>GPL-3.0-or-later</project_license>" \
+  "$root/usr/share/metainfo/io.github.relulens.ReluLens.metainfo.xml" || fail "metainfo lacks project_license"
 manual="$(zcat "$root/usr/share/man/man1/relulens.1.gz")"
 for section in '^\.TH RELULENS 1' '^\.SS inspect' '^\.SS render' '^\.SS train$' '^\.SS eval' '^\.SS bench'; do
   grep -q "$section" <<<"$manual" || fail "relulens.1 lacks $section"

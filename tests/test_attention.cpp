@@ -139,8 +139,10 @@ private Q_SLOTS:
             QVERIFY(kind.ok());
             QCOMPARE(QString::fromStdString(attentionKindName(*kind)), QString(name));
         }
-        QVERIFY(!parseAttentionKind("sparsemax").ok());
-        QVERIFY(QString::fromStdString(parseAttentionKind("sparsemax").error()).contains("sparsemax"));
+        QVERIFY(!parseAttentionKind("sparsemix").ok());
+        QVERIFY(QString::fromStdString(parseAttentionKind("sparsemix").error()).contains("sparsemix"));
+        // The message lists what is accepted, later variants included.
+        QVERIFY(QString::fromStdString(parseAttentionKind("x").error()).contains("stickbreaking"));
         AttentionSpec bad = spec(AttentionKind::Family, 2.5);
         QVERIFY(!validateAttentionSpec(bad).ok());
     }

@@ -37,6 +37,11 @@ std::vector<RunSpec> everyVariant() {
     add(AttentionKind::Family, FamilyFunction::Gelu, 1.0, FfnKind::Gelu);
     add(AttentionKind::Family, FamilyFunction::Softplus, 1.0, FfnKind::Softmax);
     add(AttentionKind::Family, FamilyFunction::Sigmoid, 0.0, FfnKind::SoftmaxLn);
+    for (auto kind : {AttentionKind::Sigmoid, AttentionKind::Softpick, AttentionKind::Softmax1,
+                      AttentionKind::Sparsemax, AttentionKind::Entmax15, AttentionKind::Ssmax,
+                      AttentionKind::StickBreaking}) {
+        add(kind);
+    }
     return runs;
 }
 
@@ -172,7 +177,16 @@ private:
                 for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
                     QVERIFY2(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
                 }
+                QVERIFY2(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5, name);
+                QVERIFY2(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-5, name);
+                QCOMPARE(p.sink.sinkHead, q.sink.sinkHead);
+                QVERIFY2(close(p.sink.firstKeyNorm, q.sink.firstKeyNorm, 1e-5), name);
+                QVERIFY2(close(p.sink.otherValueNorm, q.sink.otherValueNorm, 1e-5), name);
             }
+            QVERIFY2(close(x.residual.medianAbs, y.residual.medianAbs, 1e-5), name);
+            QVERIFY2(close(x.residual.kurtosis, y.residual.kurtosis, 1e-4), name);
+            QCOMPARE(x.residual.largest[0].token, y.residual.largest[0].token);
+            QCOMPARE(x.residual.largest[0].dimension, y.residual.largest[0].dimension);
         }
     }
 
@@ -254,6 +268,27 @@ private Q_SLOTS:
                 if (m.ref.layer == 1) layer1.push_back(m.weights);
             }
             QVERIFY(maxDifference(maps.weights(1, -1), torch::stack(layer1).mean(0)) < 1e-5);
+            // The first token's share and sink score, worked out from each full map row by row.
+            for (const auto& m : a->maps->requested()) {
+                const auto w = m.weights.to(torch::kFloat64).contiguous();
+                const double* p = w.data_ptr<double>();
+                double share = 0, score = p[0];
+                int64_t rows = 0;
+                for (int64_t i = 1; i < L; ++i) {
+                    double mass = 0;
+                    for (int64_t j = 0; j <= i; ++j) mass += p[i * L + j];
+                    score += p[i * L];
+                    if (mass > 0) {
+                        share += p[i * L] / mass;
+                        ++rows;
+                    }
+                }
+                const auto& sink = b->layers[size_t(m.ref.layer)].attention.heads[size_t(m.ref.head)].sink;
+                QVERIFY2(std::abs(sink.firstTokenShare - share / double(std::max<int64_t>(rows, 1))) < 1e-5, name);
+                QVERIFY2(std::abs(sink.sinkScore - score / double(L)) < 1e-6, name);
+                QCOMPARE(sink.sinkHead, score / double(L) > 0.3);
+                QCOMPARE(sink.zeroMassRows, L - 1 - rows);
+            }
 
             QCOMPARE(a->predictions.size(), b->predictions.size());
             for (size_t i = 0; i < a->predictions.size(); ++i) {

@@ -198,9 +198,9 @@ private Q_SLOTS:
         writeAll(config, json.dump());
         QVERIFY(loadError().contains("parameters, more than ReluLens loads"));
         json = configToJson(smallConfig());
-        json["attention"] = "sparsemax";
+        json["attention"] = "sparsemix";
         writeAll(config, json.dump());
-        QVERIFY(loadError().contains("unknown attention variant 'sparsemax'"));
+        QVERIFY(loadError().contains("unknown attention variant 'sparsemix'"));
         writeAll(config, "{ not json");
         QVERIFY(loadError().contains("config.json: not valid JSON"));
         fs::remove(config);

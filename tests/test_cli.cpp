@@ -42,6 +42,16 @@ private Q_SLOTS:
         QVERIFY(version.out.startsWith("relulens 0."));
         QVERIFY(version.out.contains("LibTorch"));
         QVERIFY(version.out.contains("librelulens_spm.so"));
+        // The licence, the Qt the window runs with, the device and why not CUDA, and every
+        // component's licence, one line each.
+        QVERIFY(version.out.contains("\nlicence: GPL-3.0-or-later"));
+        QVERIFY(version.out.contains(QString("\nQt %1\n").arg(qVersion())));
+        QVERIFY(version.out.contains("\ndevice: "));
+        for (const char* line : {"component: QCustomPlot, GPL-3.0-or-later", "component: LibTorch, BSD-3-Clause",
+                                 "component: SentencePiece, Apache-2.0", "component: Qt 6, LGPL-3.0-only",
+                                 "component: nlohmann-json, MIT"}) {
+            QVERIFY2(version.out.contains(line), line);
+        }
         auto help = runRelulens({"--help"});
         QCOMPARE(help.exitCode, 0);
         QVERIFY(help.out.contains("inspect"));
@@ -61,6 +71,16 @@ private Q_SLOTS:
             QTest::newRow(qPrintable(QString("family-") + h))
                 << QStringList{"--attention", "family", "--h", h, "--a", "0.5"} << "family" << exact;
         }
+        for (const char* later : {"sigmoid", "softpick", "softmax1", "sparsemax", "entmax15", "ssmax",
+                                  "stickbreaking"}) {
+            const QString name = later;
+            const bool exact = name == "softpick" || name == "sparsemax" || name == "entmax15";
+            QTest::newRow(later) << QStringList{"--attention", later} << name << exact;
+        }
+        QTest::newRow("sigmoid-bias") << QStringList{"--attention", "sigmoid", "--sigmoid-bias", "-2"}
+                                      << "sigmoid" << false;
+        QTest::newRow("ssmax-sigma") << QStringList{"--attention", "ssmax", "--ssmax-sigma", "0.8"}
+                                     << "ssmax" << false;
         for (const char* ffn : {"gelu", "softmax", "softmax_ln"}) {
             QTest::newRow(qPrintable(QString("ffn-") + ffn))
                 << QStringList{"--ffn", ffn} << "softmax" << false;
@@ -98,7 +118,13 @@ private Q_SLOTS:
                     QVERIFY2(head[key].is_number(), key);
                 }
                 QVERIFY(head["sparsity"].get<double>() >= 0 && head["sparsity"].get<double>() <= 1);
+                const auto& sink = head["sink"];
+                QVERIFY(sink["first_token_share"].get<double>() >= 0);
+                QCOMPARE(sink["sink_head"].get<bool>(),
+                         sink["sink_score"].get<double>() > j["run"]["sink_threshold"].get<double>());
             }
+            QCOMPARE(layer["residual"]["largest"].size(), size_t(3));
+            QVERIFY(layer["residual"]["largest_over_median"].get<double>() >= 1);
             QVERIFY(layer["ffn"]["sparsity"].is_number());
         }
         QCOMPARE(j["predictions"].size(), tokens.size());
@@ -110,7 +136,16 @@ private Q_SLOTS:
         QCOMPARE(weights.size(), tokens.size());
         for (size_t i = 0; i < weights.size(); ++i) QCOMPARE(weights[i].size(), i + 1);
         QCOMPARE(j["maps"][1]["scores"].size(), tokens.size());
-        if (variant == "softmax") {
+        if (options.contains("--sigmoid-bias")) {
+            QCOMPARE(j["run"]["attention"]["bias"].get<double>(), -2.0);
+            QCOMPARE(QString::fromStdString(j["run"]["attention"]["label"]), QString("sigmoid(b=-2.00)"));
+        } else if (variant == "sigmoid") {
+            QCOMPARE(QString::fromStdString(j["run"]["attention"]["bias"]), QString("-log n"));
+        }
+        if (variant == "ssmax") {
+            QCOMPARE(j["run"]["attention"]["sigma"].get<double>(), options.contains("--ssmax-sigma") ? 0.8 : 0.43);
+        }
+        if (variant == "softmax" || variant == "sparsemax" || variant == "entmax15" || variant == "ssmax") {
             for (const auto& row : weights) {
                 double sum = 0;
                 for (double w : row) sum += w;
@@ -129,6 +164,14 @@ private Q_SLOTS:
             << "/nonexistent/model: no such model folder";
         QTest::newRow("no text") << QStringList{"inspect", "--model", tinyModel()}
                                  << "exactly one of --text TEXT or --file FILE";
+        QTest::newRow("bad ssmax sigma")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "ssmax",
+                           "--ssmax-sigma", "-1"}
+            << "ssmax scale sigma = -1 is outside (0, 10]";
+        QTest::newRow("bad sigmoid bias")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "sigmoid",
+                           "--sigmoid-bias", "x"}
+            << "--sigmoid-bias expects a number, got 'x' (or log-n for b_i = -log n_i)";
         QTest::newRow("bad variant")
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "max"}
             << "unknown attention variant 'max'";

@@ -1,4 +1,4 @@
-// The window on the bundled default models: the catalog finds all six next to the executable,
+// The window on the bundled default models: the catalog finds all eight next to the executable,
 // every view renders on the softmax model, and "trained variant" mode switches to the sibling
 // trained with the chosen activation.
 #include <QtTest>
@@ -41,7 +41,7 @@ private Q_SLOTS:
         for (const auto& m : catalog) {
             if (m.bundled) names << m.name;
         }
-        for (const char* name : {"softmax", "relu-len", "reluformer", "relu", "ffn-softmax", "ffn-softmax-ln"}) {
+        for (const char* name : {"softmax", "relu-len", "reluformer", "relu", "ffn-softmax", "ffn-softmax-ln", "sigmoid", "softpick"}) {
             QVERIFY2(names.contains(name), name);
         }
         QVERIFY(QFileInfo(ResourcePaths::sampleTextPath()).exists());

@@ -175,10 +175,95 @@ private Q_SLOTS:
             QVERIFY(std::abs(p.topRatio1 - q.topRatio1) < 1e-5);
             QVERIFY(std::abs(p.topRatio1pct - q.topRatio1pct) < 1e-5);
             QCOMPARE(p.emptyRows, q.emptyRows);
+            QVERIFY(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5);
+            QVERIFY(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-6);
+            QCOMPARE(p.sink.zeroMassRows, q.sink.zeroMassRows);
             for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
                 QVERIFY(std::abs(p.distanceProfile[d] - q.distanceProfile[d]) < 1e-5);
             }
         }
+    }
+
+    void sinksOnMapsBuiltByHand_data() {
+        QTest::addColumn<bool>("fused");
+        QTest::newRow("one pass per row (CPU)") << true;
+        QTest::newRow("tensor path (other devices)") << false;
+    }
+
+    void sinksOnMapsBuiltByHand() {
+        // Three heads over four tokens, rows added in two blocks:
+        //   head 0, a perfect sink: every row puts all its weight on token 0;
+        //   head 1, uniform: row i gives 1 / (i + 1) to each of its keys;
+        //   head 2, ReLU-like, row 1 abstains (all zeros): rows [.5], [0 0], [0 .4 .2], [.1 0 0 .3].
+        QFETCH(bool, fused);
+        auto w = torch::zeros({3, 4, 4});
+        for (int64_t i = 0; i < 4; ++i) {
+            w[0][i][0] = 1.0;
+            for (int64_t j = 0; j <= i; ++j) w[1][i][j] = 1.0 / double(i + 1);
+        }
+        w[2][0][0] = 0.5;
+        w[2][2][1] = 0.4;
+        w[2][2][2] = 0.2;
+        w[2][3][0] = 0.1;
+        w[2][3][3] = 0.3;
+        AttentionDiagnosticsAccumulator accumulator(3, 4, SparsityRule{true, 0.1}, torch::kCPU);
+        accumulator.setFused(fused);
+        accumulator.add(w.narrow(1, 0, 2).narrow(2, 0, 2).contiguous(), 0);
+        accumulator.add(w.narrow(1, 2, 2).contiguous(), 2);
+        auto d = accumulator.finish(torch::Tensor());
+        // Head 0: share 1 in rows 1..3; sink score (1 + 1 + 1 + 1) / 4.
+        QVERIFY(std::abs(d.heads[0].sink.firstTokenShare - 1.0) < 1e-6);
+        QVERIFY(std::abs(d.heads[0].sink.sinkScore - 1.0) < 1e-6);
+        // Head 1: share (1/2 + 1/3 + 1/4) / 3; score (1 + 1/2 + 1/3 + 1/4) / 4 — over 0.3 at
+        // four tokens, so Gu et al.'s score calls a uniform head a sink in a short text.
+        QVERIFY(std::abs(d.heads[1].sink.firstTokenShare - (0.5 + 1.0 / 3 + 0.25) / 3) < 1e-6);
+        QVERIFY(std::abs(d.heads[1].sink.sinkScore - (1 + 0.5 + 1.0 / 3 + 0.25) / 4) < 1e-6);
+        // Head 2: rows 2 and 3 have mass: (0 / 0.6 + 0.1 / 0.4) / 2; the abstaining row is counted
+        // apart, not as a sink; score (0.5 + 0 + 0 + 0.1) / 4.
+        QVERIFY(std::abs(d.heads[2].sink.firstTokenShare - 0.125) < 1e-6);
+        QCOMPARE(d.heads[2].sink.zeroMassRows, int64_t(1));
+        QCOMPARE(d.heads[0].sink.zeroMassRows, int64_t(0));
+        QVERIFY(std::abs(d.heads[2].sink.sinkScore - 0.15) < 1e-6);
+        // The flag and the first token's key and value norms: keys of token 0 are (3, 4), the
+        // others (1, 0) and (0, 2), (0, 1); one kv head read by all three query heads.
+        auto keys = torch::tensor({3.0f, 4.0f, 1.0f, 0.0f, 0.0f, 2.0f, 0.0f, 1.0f}).view({1, 4, 2});
+        auto values = torch::tensor({0.0f, 0.1f, 2.0f, 0.0f, 0.0f, 2.0f, 2.0f, 0.0f}).view({1, 4, 2});
+        completeSinkDiagnostics(d.heads, keys, values, 0.3);
+        QVERIFY(d.heads[0].sink.sinkHead);
+        QVERIFY(d.heads[1].sink.sinkHead);
+        QVERIFY(!d.heads[2].sink.sinkHead);
+        for (const auto& h : d.heads) {
+            QVERIFY(std::abs(h.sink.firstKeyNorm - 5.0) < 1e-6);
+            QVERIFY(std::abs(h.sink.otherKeyNorm - (1.0 + 2.0 + 1.0) / 3) < 1e-6);
+            QVERIFY(std::abs(h.sink.firstValueNorm - 0.1) < 1e-6);  // a sink that writes little
+            QVERIFY(std::abs(h.sink.otherValueNorm - 2.0) < 1e-6);
+        }
+        completeSinkDiagnostics(d.heads, keys, values, 0.6);  // a stricter ε leaves head 1 out
+        QVERIFY(d.heads[0].sink.sinkHead && !d.heads[1].sink.sinkHead);
+    }
+
+    void residualStreamPeaksMedianAndKurtosis() {
+        const std::vector<float> x = {1, -2, 0.5f, 0, 0, 100, -3, 1, 2, 0, 0, -50};
+        const auto r = residualDiagnostics(torch::tensor(x).view({3, 4}));
+        QCOMPARE(r.largest.size(), size_t(3));
+        QCOMPARE(r.largest[0].value, 100.0);  // token 1, dimension 1
+        QCOMPARE(r.largest[0].token, int64_t(1));
+        QCOMPARE(r.largest[0].dimension, int64_t(1));
+        QCOMPARE(r.largest[1].value, -50.0);  // signed, token 2, dimension 3
+        QCOMPARE(r.largest[1].token, int64_t(2));
+        QCOMPARE(r.largest[1].dimension, int64_t(3));
+        QCOMPARE(r.largest[2].value, -3.0);
+        // |h| sorted: 0 0 0 0 .5 1 1 2 2 3 50 100: the two middle ones are both 1.
+        QCOMPARE(r.medianAbs, 1.0);
+        QVERIFY(std::abs(r.largestOverMedian() - 100.0) < 1e-9);
+        double mean = 0, m2 = 0, m4 = 0;
+        for (float v : x) mean += v / 12.0;
+        for (float v : x) {
+            m2 += std::pow(v - mean, 2) / 12.0;
+            m4 += std::pow(v - mean, 4) / 12.0;
+        }
+        QVERIFY(std::abs(r.kurtosis - m4 / (m2 * m2)) < 1e-9 * r.kurtosis);
+        QVERIFY(r.kurtosis > 3);  // heavy-tailed, as massive activations make a stream
     }
 
     void gatedFfnByHand() {

@@ -9,9 +9,11 @@
 
 #include "qcustomplot.h"
 #include "test_support.h"
+#include "core/device.h"
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
 #include "ui/capture_access.h"
+#include "ui/sinks_view.h"
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
 #include "ui/main_window.h"
@@ -80,7 +82,7 @@ private Q_SLOTS:
     }
 
     void everyViewRenders() {
-        QCOMPARE(window_->views().size(), 7);
+        QCOMPARE(window_->views().size(), 8);
         for (auto* view : window_->views()) {
             const QImage image = view->renderImage(1.0);
             QVERIFY2(distinctColours(image) > 20, qPrintable(view->viewName()));
@@ -143,6 +145,54 @@ private Q_SLOTS:
         QVERIFY(view);
         const auto& heads = state_->result()->layers[1].attention.heads;
         QCOMPARE(view->cellValue(1, 1), heads[1].sparsity);
+    }
+
+    void sinksViewMarksTheSinkHeads() {
+        // The exported table against the rule: a sink head has a sink score over the threshold.
+        auto* view = window_->view("sinks");
+        QVERIFY(view);
+        const QStringList lines = view->csv().split('\n', Qt::SkipEmptyParts);
+        const auto result = state_->result();
+        QCOMPARE(lines.size(), 1 + int(result->model.nLayers * result->model.nHeads));
+        for (int i = 1; i < lines.size(); ++i) {
+            const QStringList cells = lines[i].split(',');
+            const double share = cells[2].toDouble(), score = cells[4].toDouble();
+            QVERIFY(share >= 0 && share <= 1);
+            QCOMPARE(cells[5] == "1", score > result->sinkThreshold);
+            QVERIFY(cells[14].toDouble() > 1);  // largest |h| over the median
+        }
+        // A result made by hand with one sink head (layer 1, head 0): that cell alone is outlined.
+        auto edited = std::make_shared<relulens::core::CaptureResult>(*result);
+        for (auto& layer : edited->layers) {
+            for (auto& head : layer.attention.heads) head.sink.sinkHead = false;
+        }
+        edited->layers[1].attention.heads[0].sink.sinkHead = true;
+        edited->layers[1].attention.heads[0].sink.firstTokenShare = 0.9;
+        AppState state;
+        SinksView sinks(&state);
+        state.setResult(edited);
+        for (int l = 0; l < int(edited->model.nLayers); ++l) {
+            for (int h = 0; h < int(edited->model.nHeads); ++h) {
+                QCOMPARE(sinks.cellMarkedSink(l, h), l == 1 && h == 0);
+            }
+        }
+        QVERIFY(sinks.renderImage(1.0).save(screenshotDir() + "/sinks_one_marked.png"));
+    }
+
+    void aboutNamesVersionsDeviceAndLicences() {
+        const QString about = window_->aboutText();
+        QVERIFY(about.contains("GPL-3.0-or-later"));
+        QVERIFY(about.contains(QString("Qt %1").arg(qVersion())));
+        QVERIFY(about.contains("LibTorch 1."));
+        // Debian's LibTorch has no CUDA, so the box says why the CPU is used.
+        const QString reason = QString::fromStdString(relulens::core::cudaUnavailableReason());
+        if (!reason.isEmpty()) {
+            QVERIFY2(about.contains("CUDA is not used: " + reason.toHtmlEscaped()), qPrintable(about));
+        }
+        for (const char* component : {"QCustomPlot", "LibTorch", "SentencePiece", "nlohmann-json", "Qt 6",
+                                      "Jane Austen"}) {
+            QVERIFY2(about.contains(component), component);
+        }
     }
 
     void presentationModeEnlargesFonts() {

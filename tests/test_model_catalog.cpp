@@ -61,7 +61,7 @@ private Q_SLOTS:
                      qPrintable(m.folder));
             if (m.folder == userModels + "/my-model") mine = &m;
         }
-        QCOMPARE(bundled, 6);
+        QCOMPARE(bundled, 8);
         QVERIFY(mine);
         QCOMPARE(mine->name, QString("tiny"));
         QVERIFY(!mine->bundled);

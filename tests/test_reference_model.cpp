@@ -19,6 +19,8 @@ RunSpec specFromJson(const json& j) {
     RunSpec run;
     run.attention.kind = *parseAttentionKind(j["attention"].get<std::string>());
     run.attention.a = j.value("a", 1.0);
+    if (j.contains("bias")) run.attention.sigmoidBias = j["bias"].get<double>();
+    run.attention.ssmaxSigma = j.value("sigma", AttentionSpec::kDefaultSsmaxSigma);
     if (j.contains("h")) run.attention.h = *parseFamilyFunction(j["h"].get<std::string>());
     run.ffn = *parseFfnKind(j["ffn"].get<std::string>());
     return run;
@@ -49,7 +51,7 @@ private Q_SLOTS:
         const int64_t L = int64_t(ids.size());
         const int64_t mapLayer = reference_["map_layer"], mapHead = reference_["map_head"];
         const int64_t slotLayer = reference_["slot_layer"], slotToken = reference_["slot_token"];
-        QCOMPARE(reference_["runs"].size(), size_t(10));
+        QCOMPARE(reference_["runs"].size(), size_t(19));
         for (const auto& run : reference_["runs"]) {
             const RunSpec spec = specFromJson(run["spec"]);
             const QByteArray label = QByteArray::fromStdString(spec.attention.label() + " / " +

@@ -1,6 +1,8 @@
 #include "ui/activation_controls.h"
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QStandardItemModel>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSlider>
@@ -12,9 +14,33 @@ namespace relulens::ui {
 
 namespace {
 
-const core::AttentionKind kKinds[] = {core::AttentionKind::Softmax, core::AttentionKind::Relu,
-                                      core::AttentionKind::ReluLen, core::AttentionKind::ReluFormer,
-                                      core::AttentionKind::Family};
+QString attentionLabel(core::AttentionKind kind) {
+    switch (kind) {
+        case core::AttentionKind::Relu: return "ReLU";
+        case core::AttentionKind::ReluLen: return "ReLU ÷ n";
+        case core::AttentionKind::ReluFormer: return "ReLUFormer";
+        case core::AttentionKind::Family: return "family h(s) ÷ nᵃ";
+        case core::AttentionKind::Sigmoid: return "sigmoid σ(s + b)";
+        case core::AttentionKind::Softmax1: return "softmax₁ (off by one)";
+        case core::AttentionKind::Entmax15: return "1.5-entmax";
+        case core::AttentionKind::Ssmax: return "scalable softmax";
+        case core::AttentionKind::StickBreaking: return "stick-breaking";
+        default: return QString::fromStdString(core::attentionKindName(kind));
+    }
+}
+
+// A heading in a combo box's list that cannot be chosen.
+void addHeading(QComboBox* box, const QString& title) {
+    box->addItem(title);
+    if (auto* model = qobject_cast<QStandardItemModel*>(box->model())) {
+        auto* item = model->item(box->count() - 1);
+        item->setFlags(item->flags() & ~(Qt::ItemIsSelectable | Qt::ItemIsEnabled));
+        QFont font = item->font();
+        font.setBold(true);
+        item->setFont(font);
+    }
+}
+
 const core::FamilyFunction kFamily[] = {core::FamilyFunction::Relu, core::FamilyFunction::Relu2,
                                         core::FamilyFunction::Gelu, core::FamilyFunction::Softplus,
                                         core::FamilyFunction::Sigmoid};
@@ -41,7 +67,17 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     model_ = new QComboBox(this);
     model_->setMinimumContentsLength(12);
     attention_ = new QComboBox(this);
-    attention_->addItems({"softmax", "ReLU", "ReLU ÷ n", "ReLUFormer", "family h(s) ÷ nᵃ"});
+    attention_->setObjectName("attentionBox");
+    addHeading(attention_, "The two papers");
+    bool later = false;
+    for (auto kind : core::attentionKinds()) {
+        if (!later && !core::isPapersVariant(kind)) {
+            later = true;
+            attention_->insertSeparator(attention_->count());
+            addHeading(attention_, "Later proposals");
+        }
+        attention_->addItem(attentionLabel(kind), int(kind));
+    }
     attention_->setToolTip("Attention activation (Ctrl+T toggles softmax / ReLU ÷ n)");
     family_ = new QComboBox(this);
     family_->addItems({"relu", "relu²", "gelu", "softplus", "sigmoid"});
@@ -50,6 +86,24 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     exponent_->setValue(100);
     exponent_->setFixedWidth(110);
     exponentLabel_ = new QLabel("a = 1.00", this);
+    // Sigmoid's bias: the lowest value stands for b_i = -log n_i, the default.
+    sigmoidBias_ = new QDoubleSpinBox(this);
+    sigmoidBias_->setObjectName("sigmoidBias");
+    sigmoidBias_->setRange(-20.05, 20.0);
+    sigmoidBias_->setSingleStep(0.5);
+    sigmoidBias_->setDecimals(2);
+    sigmoidBias_->setPrefix("b = ");
+    sigmoidBias_->setSpecialValueText("b = −log n");
+    sigmoidBias_->setValue(sigmoidBias_->minimum());
+    sigmoidBias_->setToolTip("Bias b in σ(s + b); lowest value: b = −log n (Ramapuram et al.)");
+    ssmaxSigma_ = new QDoubleSpinBox(this);
+    ssmaxSigma_->setObjectName("ssmaxSigma");
+    ssmaxSigma_->setRange(0.01, 4.0);
+    ssmaxSigma_->setSingleStep(0.05);
+    ssmaxSigma_->setDecimals(2);
+    ssmaxSigma_->setPrefix("σ = ");
+    ssmaxSigma_->setValue(core::AttentionSpec::kDefaultSsmaxSigma);
+    ssmaxSigma_->setToolTip("Scale σ in softmax(σ · log n · s) (Nakanishi 2025; 0.43 by default)");
     ffn_ = new QComboBox(this);
     ffn_->setObjectName("ffnBox");
     ffn_->setToolTip("FFN memory activation (a gated FFN swaps its gate's activation)");
@@ -67,6 +121,8 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     layout->addWidget(family_);
     layout->addWidget(exponent_);
     layout->addWidget(exponentLabel_);
+    layout->addWidget(sigmoidBias_);
+    layout->addWidget(ssmaxSigma_);
     layout->addWidget(caption("FFN", this));
     layout->addWidget(ffn_);
     layout->addWidget(mode_);
@@ -81,6 +137,8 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     connect(family_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
     connect(ffn_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
     connect(exponent_, &QSlider::valueChanged, this, run);
+    connect(sigmoidBias_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, run);
+    connect(ssmaxSigma_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, run);
     connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
         if (!syncing_) state_->setMode(index == 1 ? VariantMode::TrainedVariant : VariantMode::SameWeights);
     });
@@ -116,9 +174,16 @@ void ActivationControls::reloadModels() {
 
 void ActivationControls::pushRun() {
     core::RunSpec run = state_->run();
-    run.attention.kind = kKinds[std::max(0, attention_->currentIndex())];
+    const QVariant kind = attention_->currentData();
+    if (kind.isValid()) run.attention.kind = core::AttentionKind(kind.toInt());
     run.attention.h = kFamily[std::max(0, family_->currentIndex())];
     run.attention.a = exponent_->value() / 100.0;
+    if (sigmoidBias_->value() == sigmoidBias_->minimum()) {
+        run.attention.sigmoidBias.reset();
+    } else {
+        run.attention.sigmoidBias = sigmoidBias_->value();
+    }
+    run.attention.ssmaxSigma = ssmaxSigma_->value();
     if (ffn_->currentIndex() >= 0) run.ffn = core::FfnKind(ffn_->currentData().toInt());
     exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
     state_->setRun(run);
@@ -127,7 +192,7 @@ void ActivationControls::pushRun() {
 void ActivationControls::syncFromState() {
     syncing_ = true;
     const auto& run = state_->run();
-    for (int i = 0; i < 5; ++i) if (kKinds[i] == run.attention.kind) attention_->setCurrentIndex(i);
+    attention_->setCurrentIndex(attention_->findData(int(run.attention.kind)));
     for (int i = 0; i < 5; ++i) if (kFamily[i] == run.attention.h) family_->setCurrentIndex(i);
     const auto choices = state_->modelInfo().ffnChoices();
     if (ffn_->count() != int(choices.size()) || ffn_->itemData(0).toInt() != int(choices.front())) {
@@ -142,6 +207,11 @@ void ActivationControls::syncFromState() {
     family_->setVisible(run.attention.kind == core::AttentionKind::Family);
     exponent_->setVisible(usesExponent);
     exponentLabel_->setVisible(usesExponent);
+    sigmoidBias_->setValue(run.attention.sigmoidBias ? *run.attention.sigmoidBias
+                                                     : sigmoidBias_->minimum());
+    sigmoidBias_->setVisible(run.attention.kind == core::AttentionKind::Sigmoid);
+    ssmaxSigma_->setValue(run.attention.ssmaxSigma);
+    ssmaxSigma_->setVisible(run.attention.kind == core::AttentionKind::Ssmax);
     mode_->setCurrentIndex(state_->mode() == VariantMode::TrainedVariant ? 1 : 0);
     const int index = model_->findData(state_->modelFolder());
     if (index >= 0) model_->setCurrentIndex(index);

@@ -1,10 +1,12 @@
-// The always-visible controls: model picker, attention variant (with family h and exponent a),
+// The always-visible controls: model picker, attention variant (grouped: the papers' variants,
+// then the later ones; with family h and exponent a, sigmoid's bias, ssmax's sigma),
 // FFN variant, same-weights / trained-variant mode, layer and head. They edit the AppState and
 // follow it when it changes elsewhere (shortcuts, clicks in views).
 #pragma once
 #include <QWidget>
 
 class QComboBox;
+class QDoubleSpinBox;
 class QSlider;
 class QSpinBox;
 class QLabel;
@@ -36,6 +38,8 @@ private:
     QComboBox* family_;
     QSlider* exponent_;
     QLabel* exponentLabel_;
+    QDoubleSpinBox* sigmoidBias_;
+    QDoubleSpinBox* ssmaxSigma_;
     QComboBox* ffn_;
     QComboBox* mode_;
     QSpinBox* layer_;

@@ -43,6 +43,60 @@ QString attentionText(const core::AttentionSpec& a) {
                    "</p><p>Wortsman et al. swept h ∈ {relu, relu², gelu, softplus, sigmoid, …} and "
                    "a ∈ [0, 2]: for every h the best a was near 1. Only relu and relu² give exact "
                    "zeros; the others are counted sparse below τ.</p>";
+        case core::AttentionKind::Sigmoid: {
+            const QString bias = a.sigmoidBias ? QString::number(*a.sigmoidBias, 'g', 3)
+                                               : QString("−log n<sub>i</sub>");
+            return "<h3>Sigmoid attention</h3><p>α<sub>ij</sub> = σ(s<sub>ij</sub> + b), b = " +
+                   bias + "</p><p>" + score +
+                   "</p><p>Each weight on its own, no sum over the row: rows sum to about 1 on "
+                   "average, never exactly. Without the coupling of softmax, Gu et al. saw no "
+                   "attention sinks. Not the family's σ(s)/n: here the bias sits inside.</p>"
+                   "<p><i>Ramapuram et al. 2024 (ICLR 2025), “Theory, Analysis, and Best "
+                   "Practices for Sigmoid Self-Attention”; the per-row n<sub>i</sub> under the "
+                   "causal mask is ReluLens's reading.</i></p>";
+        }
+        case core::AttentionKind::Softpick:
+            return "<h3>Softpick</h3><p>α<sub>ij</sub> = relu(e<sup>s<sub>ij</sub></sup> − 1) / "
+                   "(Σ<sub>k</sub> |e<sup>s<sub>ik</sub></sup> − 1| + ε), computed with the row "
+                   "maximum m<sub>i</sub> subtracted, ε = 10<sup>−8</sup></p><p>" + score +
+                   "</p><p>Scores ≤ 0 give exact zeros and a row may sum to less than 1, so a "
+                   "head can attend to nothing instead of parking weight on the first token.</p>"
+                   "<p><i>Zuhri et al. 2025, “Softpick” (the stable form of the authors' "
+                   "code).</i></p>";
+        case core::AttentionKind::Softmax1:
+            return "<h3>Softmax₁ (“off by one”)</h3><p>α<sub>ij</sub> = e<sup>s<sub>ij</sub></sup> "
+                   "/ (1 + Σ<sub>k</sub> e<sup>s<sub>ik</sub></sup>)</p><p>" + score +
+                   "</p><p>As if every row had one more key with score 0 and no value: the row "
+                   "may give away weight, sums stay below 1, nothing is exactly zero.</p>"
+                   "<p><i>Miller 2023, “Attention is off by one”.</i></p>";
+        case core::AttentionKind::Sparsemax:
+            return "<h3>Sparsemax</h3><p>α<sub>ij</sub> = [s<sub>ij</sub> − τ<sub>i</sub>]<sub>+</sub>, "
+                   "τ<sub>i</sub> chosen so that the row sums to 1</p><p>" + score +
+                   "</p><p>The Euclidean projection of the scores onto the simplex: rows sum to 1 "
+                   "and keys far below the top get exact zeros. Shen et al. report it fails to "
+                   "converge on long inputs.</p><p><i>Martins &amp; Astudillo 2016.</i></p>";
+        case core::AttentionKind::Entmax15:
+            return "<h3>1.5-entmax</h3><p>α<sub>ij</sub> = [s<sub>ij</sub>/2 − τ<sub>i</sub>]<sub>+</sub>"
+                   "<sup>2</sup>, τ<sub>i</sub> chosen so that the row sums to 1</p><p>" + score +
+                   "</p><p>Between softmax and sparsemax: rows sum to 1 and low keys get exact "
+                   "zeros, but fewer than with sparsemax.</p><p><i>Peters, Niculae &amp; Martins "
+                   "2019; Correia et al. 2019 (the exact sort-based τ).</i></p>";
+        case core::AttentionKind::Ssmax:
+            return QString("<h3>Scalable softmax</h3><p>α<sub>ij</sub> = softmax<sub>j</sub>(σ · "
+                           "log n<sub>i</sub> · s<sub>ij</sub>), σ = %1</p><p>")
+                       .arg(a.ssmaxSigma, 0, 'g', 3) + score +
+                   "</p><p>The scores grow with log n, so a long row does not flatten out as "
+                   "plain softmax does. Rows sum to 1; nothing is exactly zero.</p><p><i>Nakanishi "
+                   "2025, “Scalable-Softmax” (σ is learned there; here a fixed scalar you can "
+                   "change).</i></p>";
+        case core::AttentionKind::StickBreaking:
+            return "<h3>Stick-breaking attention</h3><p>β<sub>ij</sub> = σ(s<sub>ij</sub>), "
+                   "α<sub>ij</sub> = β<sub>ij</sub> · Π<sub>j&lt;k≤i</sub> (1 − β<sub>ik</sub>)</p><p>" +
+                   score +
+                   "</p><p>The nearest keys break off their share of the stick first; what is "
+                   "left passes to earlier keys. Rows sum to at most 1; what is not given "
+                   "out stays unassigned.</p><p><i>Tan et al. 2024 (ICLR 2025), "
+                   "“Scaling Stick-Breaking Attention”.</i></p>";
     }
     return QString();
 }

@@ -144,7 +144,7 @@ InferenceController::InferenceController(AppState* state, QObject* parent)
             Qt::QueuedConnection);
     thread_.start();
     coalesce_.setSingleShot(true);
-    coalesce_.setInterval(15);
+    coalesce_.setInterval(kCoalesceMs);
     connect(&coalesce_, &QTimer::timeout, this, &InferenceController::dispatch);
     connect(state_, &AppState::inputChanged, this, &InferenceController::schedule);
 }
@@ -185,7 +185,16 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
     return response;
 }
 
-void InferenceController::schedule() { coalesce_.start(); }
+void InferenceController::schedule() {
+    // What was shown moments ago (toggling back, undoing an edit) is shown at the next turn of
+    // the event loop; anything else waits for the coalescing interval, so that a burst of input
+    // starts one pass.
+    const QString key = keyOf(currentRequest());
+    const bool recent = std::any_of(recent_.begin(), recent_.end(),
+                                    [&](const Recent& r) { return r.key == key && r.comparison; });
+    coalesce_.setInterval(recent ? 0 : kCoalesceMs);  // at the next turn of the event loop
+    coalesce_.start();
+}
 
 void InferenceController::cancel() {
     pending_.reset();
@@ -244,13 +253,19 @@ void InferenceController::remember(const QString& key, const InferenceResponse& 
     }
 }
 
-void InferenceController::dispatch() {
+InferenceRequest InferenceController::currentRequest() const {
     InferenceRequest request;
-    request.id = ++nextId_;
     request.folder = state_->effectiveFolder();
     request.text = state_->text().toStdString();
     request.capture = captureRequestFor(*state_);
     request.comparison = comparisonRequestFor(*state_);
+    return request;
+}
+
+void InferenceController::dispatch() {
+    coalesce_.stop();
+    InferenceRequest request = currentRequest();
+    request.id = ++nextId_;
     latestId_ = request.id;
     const QString key = keyOf(request);
     auto seen = std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });

@@ -116,6 +116,8 @@ private:
     static QString keyOf(const InferenceRequest& request);
     void remember(const QString& key, const InferenceResponse& response);
 
+    InferenceRequest currentRequest() const;  // what the state asks for now (no id yet)
+    static constexpr int kCoalesceMs = 15;     // input within this time starts one pass
     void dispatch();
     void start(InferenceRequest request);
     void onFinished(const InferenceResponse& response);

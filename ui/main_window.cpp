@@ -1,7 +1,11 @@
 #include "ui/main_window.h"
 
+#include "core/about.h"
+#include "core/device.h"
 #include "core/model_folder.h"
 #include "core/tokenizer.h"
+
+#include <torch/version.h>
 
 #include <QApplication>
 #include <QClipboard>
@@ -78,7 +82,7 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
 
     // Maps on the right (tabbed: attention map, head grid, compare); statistics at the bottom
-    // (tabbed: sparsity, memory slots, diagnostics) with the predictions beside them.
+    // (tabbed: sparsity, memory slots, diagnostics, sinks) with the predictions beside them.
     QMap<QString, QDockWidget*> docks;
     for (const QString& name : viewNames()) {
         auto* view = createView(name, state_, this);
@@ -99,6 +103,7 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     tabifyDockWidget(docks["attention"], docks["compare"]);
     tabifyDockWidget(docks["sparsity"], docks["memory"]);
     tabifyDockWidget(docks["sparsity"], docks["diagnostics"]);
+    tabifyDockWidget(docks["sparsity"], docks["sinks"]);
     docks["attention"]->raise();
     docks["sparsity"]->raise();
     QDockWidget* attentionDock = docks["attention"];
@@ -197,6 +202,32 @@ void MainWindow::buildMenus() {
     connect(presentation, &QAction::toggled, this, [this](bool on) { setPresentationMode(on); });
     viewMenu->addSeparator();
     for (auto* dock : findChildren<QDockWidget*>()) viewMenu->addAction(dock->toggleViewAction());
+
+    auto* help = menuBar()->addMenu("&Help");
+    help->addAction("About ReluLens", this, [this] {
+        QMessageBox::about(this, "About ReluLens", aboutText());
+    });
+}
+
+QString MainWindow::aboutText() const {
+    const auto result = state_->result();
+    const QString reason = QString::fromStdString(core::cudaUnavailableReason());
+    QString device = result ? QString::fromStdString(result->device) : QString("cpu");
+    if (!reason.isEmpty()) device += " — CUDA is not used: " + reason;
+    QString text = QString("<h3>ReluLens %1</h3><p>See inside a transformer and switch its attention "
+                           "from softmax to ReLU and the activations that came after.</p>"
+                           "<p>LibTorch %2 · Qt %3<br>Device in use: %4</p>"
+                           "<p>ReluLens is free software under the <b>%5</b> licence (GNU General "
+                           "Public License, version 3 or later); it comes with no warranty.</p>"
+                           "<p>Components:</p><ul>")
+                       .arg(RELULENS_VERSION, TORCH_VERSION, qVersion(), device.toHtmlEscaped(),
+                            core::kLicence);
+    for (const auto& c : core::components()) {
+        text += QString("<li>%1 — %2 (%3)</li>").arg(QString::fromStdString(c.name).toHtmlEscaped(),
+                                                     QString::fromStdString(c.licence),
+                                                     QString::fromStdString(c.role).toHtmlEscaped());
+    }
+    return text + "</ul>";
 }
 
 bool MainWindow::openTextFile(const QString& path) {
@@ -356,6 +387,9 @@ void MainWindow::saveSettings() const {
     Settings::setValue(Settings::Key::Attention, QString::fromStdString(run.attention.name()));
     Settings::setValue(Settings::Key::FamilyH, QString::fromStdString(core::familyFunctionName(run.attention.h)));
     Settings::setValue(Settings::Key::Exponent, run.attention.a);
+    Settings::setValue(Settings::Key::SigmoidBias, run.attention.sigmoidBias ? QVariant(*run.attention.sigmoidBias)
+                                                                            : QVariant(QString("-log n")));
+    Settings::setValue(Settings::Key::SsmaxSigma, run.attention.ssmaxSigma);
     Settings::setValue(Settings::Key::Ffn, QString::fromStdString(core::ffnKindName(run.ffn)));
     Settings::setValue(Settings::Key::Mode, state_->mode() == VariantMode::TrainedVariant ? 1 : 0);
     Settings::setValue(Settings::Key::Layer, state_->layer());

@@ -42,6 +42,9 @@ public:
     void switchModelFolder(const QString& folder, bool showErrors = false);
     // Larger fonts on every view and the text, and the formula panel shown: for a projector.
     void setPresentationMode(bool on);
+    // Help ▸ About: version, LibTorch and Qt, the device in use (and why not CUDA), the licence
+    // and every component's licence.
+    QString aboutText() const;
 
 Q_SIGNALS:
     // After switchModelFolder: error is empty when the window switched to the folder.

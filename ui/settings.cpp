@@ -19,6 +19,8 @@ const Entry& entry(Settings::Key key) {
         {Settings::Key::Attention, "run/attention", QString("softmax")},
         {Settings::Key::FamilyH, "run/h", QString("relu")},
         {Settings::Key::Exponent, "run/a", 1.0},
+        {Settings::Key::SigmoidBias, "run/sigmoid_bias", QString("-log n")},
+        {Settings::Key::SsmaxSigma, "run/ssmax_sigma", 0.43},
         {Settings::Key::Ffn, "run/ffn", QString("relu")},
         {Settings::Key::Mode, "run/mode", 0},
         {Settings::Key::Layer, "selection/layer", 0},

@@ -9,8 +9,8 @@ namespace relulens::ui {
 
 class Settings {
 public:
-    enum class Key { Text, ModelFolder, Attention, FamilyH, Exponent, Ffn, Mode, Layer, Head,
-                     WindowGeometry, WindowState, LastExportDir };
+    enum class Key { Text, ModelFolder, Attention, FamilyH, Exponent, SigmoidBias, SsmaxSigma, Ffn,
+                     Mode, Layer, Head, WindowGeometry, WindowState, LastExportDir };
     static QVariant value(Key key);
     static void setValue(Key key, const QVariant& value);
     static QString string(Key key) { return value(key).toString(); }

@@ -6,12 +6,13 @@
 #include "ui/head_grid_view.h"
 #include "ui/memory_slots_view.h"
 #include "ui/predictions_view.h"
+#include "ui/sinks_view.h"
 #include "ui/sparsity_view.h"
 
 namespace relulens::ui {
 
 QStringList viewNames() {
-    return {"attention", "heads", "compare", "sparsity", "memory", "predictions", "diagnostics"};
+    return {"attention", "heads", "compare", "sparsity", "memory", "predictions", "diagnostics", "sinks"};
 }
 
 ExportableView* createView(const QString& name, AppState* state, QWidget* parent) {
@@ -22,6 +23,7 @@ ExportableView* createView(const QString& name, AppState* state, QWidget* parent
     if (name == "compare") return new CompareView(state, parent);
     if (name == "memory") return new MemorySlotsView(state, parent);
     if (name == "diagnostics") return new DiagnosticsView(state, parent);
+    if (name == "sinks") return new SinksView(state, parent);
     return nullptr;
 }
 

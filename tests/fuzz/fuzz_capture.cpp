@@ -31,21 +31,20 @@ const LoadedModel& tinyModel() {
 // The request an input's first byte selects: attention and FFN variant, length exponent,
 // family function, which maps, and now and then a token cap the text may exceed.
 CaptureRequest requestFor(uint8_t selector, const ModelInfo& config) {
-    static const AttentionKind kKinds[] = {AttentionKind::Softmax, AttentionKind::Relu,
-                                           AttentionKind::ReluLen, AttentionKind::ReluFormer,
-                                           AttentionKind::Family};
     static const FfnKind kFfns[] = {FfnKind::Relu, FfnKind::Gelu, FfnKind::Softmax,
                                     FfnKind::SoftmaxLn};
     static const double kExponents[] = {0.0, 0.5, 1.0, 2.0};
+    const auto& kinds = attentionKinds();  // the papers' variants and the later ones
+    const int count = int(kinds.size());
     CaptureRequest request;
-    request.run.attention.kind = kKinds[selector % 5];
-    request.run.ffn = kFfns[(selector / 5) % 4];
-    const int rest = selector / 20;  // 0..12
+    request.run.attention.kind = kinds[size_t(selector % count)];
+    request.run.ffn = kFfns[(selector / count) % 4];
+    const int rest = selector / (count * 4);  // 0..5
     request.run.attention.a = kExponents[rest % 4];
     request.run.attention.h = FamilyFunction(rest % 5);
     request.allMaps = rest % 2 == 1;
-    if (rest >= 6) request.maps.push_back({config.nLayers - 1, rest % config.nHeads});
-    if (rest == 12) request.maxTokens = 8;
+    if (rest >= 3) request.maps.push_back({config.nLayers - 1, rest % config.nHeads});
+    if (rest == 5) request.maxTokens = 8;
     return request;
 }
 

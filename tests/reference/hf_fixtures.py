@@ -10,7 +10,7 @@ Creates DIR/<case>/ for each case in CASES, holding config.json, model.safetenso
 model-0000k-of-0000n.safetensors shards + model.safetensors.index.json), a byte copy of the
 tokenizer and tokenizer_config.json; then writes DIR/reference.json:
   {"cases": [{"name", "folder", "ids": [L ints],
-              "runs": [{"attention": "softmax"|"relu"|"relu_len", "ffn": "silu"|"gelu_tanh"|"relu",
+              "runs": [{"attention": "softmax"|"relu"|"relu_len"|a later variant, "ffn": "silu"|"gelu_tanh"|"relu",
                         "logits": [L x vocab],
                         "maps": [{"layer": 0, "head": 0, "weights": [L x L]},
                                  {"layer": 1, "head": heads-1, "weights": [L x L]}],
@@ -221,8 +221,47 @@ def attention_weights(s, window, variant):
     if variant == "softmax":
         e = np.where(vis, np.exp(s - np.where(vis, s, -np.inf).max(axis=1, keepdims=True)), 0.0)
         return e / e.sum(axis=1, keepdims=True)
+    if variant in LATER_VARIANTS:
+        out = np.zeros_like(s)
+        for i in range(L):
+            keys = np.nonzero(vis[i])[0]
+            out[i, keys] = later_variant_row(s[i, keys], variant)
+        return out
     r = np.where(vis, np.maximum(s, 0.0), 0.0)
     return r / n if variant == "relu_len" else r
+
+
+LATER_VARIANTS = ("sigmoid", "softpick", "softmax1", "sparsemax", "entmax15", "ssmax", "stickbreaking")
+
+
+def later_variant_row(row, variant):
+    """PAPERS.md's later variants on one row's visible scores (default constants)."""
+    row = np.asarray(row, dtype=np.float64)
+    n = len(row)
+    if variant == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-(row - math.log(n))))
+    if variant == "softpick":
+        e = np.expm1(row)
+        return np.maximum(e, 0.0) / (np.abs(e).sum() + 1e-8)
+    if variant == "softmax1":
+        e = np.exp(row)
+        return e / (1.0 + e.sum())
+    if variant == "ssmax":
+        z = 0.43 * math.log(n) * row
+        e = np.exp(z - z.max())
+        return e / e.sum()
+    if variant == "stickbreaking":  # beta_j times the product of (1 - beta_k) over later keys
+        beta = 1.0 / (1.0 + np.exp(-row))
+        return np.array([beta[j] * np.prod(1.0 - beta[j + 1:]) for j in range(n)])
+    alpha = 2.0 if variant == "sparsemax" else 1.5  # by bisection on tau
+    z = (alpha - 1.0) * row
+    p = lambda tau: np.maximum(z - tau, 0.0) ** (1.0 / (alpha - 1.0))
+    lo, hi = z.max() - 1.0, z.max()
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if p(mid).sum() >= 1.0 else (lo, mid)
+    out = p(lo)
+    return out / out.sum()
 
 
 def forward(folder, ids, attention, ffn):
@@ -383,7 +422,8 @@ def main():
         own = "gelu_tanh" if fam == "gemma" else "silu"
         folder = os.path.join(args.out, name)
         runs = [forward(folder, ids, att, f) for att, f in
-                (("softmax", own), ("relu", own), ("relu_len", own), ("softmax", "relu"))]
+                (("softmax", own), ("relu", own), ("relu_len", own), ("softmax", "relu")) +
+                tuple((v, own) for v in LATER_VARIANTS)]
         cases.append({"name": name, "folder": name, "ids": ids, "runs": runs})
     with open(os.path.join(args.out, "reference.json"), "w") as f:
         json.dump({"cases": cases}, f)

@@ -29,6 +29,15 @@ SPECS = [
     {"attention": "family", "h": "softplus", "a": 0.0, "ffn": "relu"},
     {"attention": "family", "h": "sigmoid", "a": 2.0, "ffn": "gelu"},
     {"attention": "softmax", "ffn": "softmax_ln"},
+    {"attention": "sigmoid", "ffn": "relu"},
+    {"attention": "sigmoid", "bias": -1.5, "ffn": "gelu"},
+    {"attention": "softpick", "ffn": "relu"},
+    {"attention": "softmax1", "ffn": "relu"},
+    {"attention": "sparsemax", "ffn": "relu"},
+    {"attention": "entmax15", "ffn": "softmax"},
+    {"attention": "ssmax", "ffn": "relu"},
+    {"attention": "ssmax", "sigma": 1.2, "ffn": "relu"},
+    {"attention": "stickbreaking", "ffn": "relu"},
 ]
 MAP_LAYER, MAP_HEAD = 1, 1
 SLOT_LAYER, SLOT_TOKEN = 0, 5
@@ -81,6 +90,31 @@ def softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+def entmax_bisect(row, alpha, iterations=200):
+    # alpha-entmax of one row by bisection on tau: p_j = [(alpha-1) z_j - tau]_+^(1/(alpha-1)),
+    # tau chosen so that the p_j sum to 1 (alpha = 2: sparsemax; alpha = 1.5: 1.5-entmax).
+    z = (alpha - 1.0) * np.asarray(row, dtype=np.float64)
+    p = lambda tau: np.maximum(z - tau, 0.0) ** (1.0 / (alpha - 1.0))
+    lo, hi = z.max() - 1.0, z.max()  # sum >= 1 at lo, 0 at hi
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if p(mid).sum() >= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    out = p(lo)
+    return out / out.sum()
+
+
+def stick_breaking(row):
+    # alpha_j = beta_j * prod over the later keys k (j < k <= i) of (1 - beta_k), as a product.
+    beta = sigmoid(np.asarray(row, dtype=np.float64))
+    out = np.zeros(len(beta))
+    for j in range(len(beta)):
+        out[j] = beta[j] * np.prod(1.0 - beta[j + 1:])
+    return out
+
+
 def rotary(x, base):
     # x: (H, L, dh); pairs (i, i + dh/2) rotate by position * base^(-2i/dh)
     H, L, dh = x.shape
@@ -113,6 +147,24 @@ def attention_weights(s, spec, gamma):
                 fn = {"relu": relu, "relu2": lambda x: relu(x) ** 2, "gelu": gelu,
                       "softplus": softplus, "sigmoid": sigmoid}[spec["h"]]
                 w[h, i, :n] = fn(row) / n ** spec["a"]
+            elif v == "sigmoid":
+                w[h, i, :n] = sigmoid(row + spec.get("bias", -math.log(n)))
+            elif v == "softpick":
+                e = np.expm1(row)
+                w[h, i, :n] = relu(e) / (np.abs(e).sum() + 1e-8)
+            elif v == "softmax1":
+                e = np.exp(row)
+                w[h, i, :n] = e / (1.0 + e.sum())
+            elif v == "sparsemax":
+                w[h, i, :n] = entmax_bisect(row, 2.0)
+            elif v == "entmax15":
+                w[h, i, :n] = entmax_bisect(row, 1.5)
+            elif v == "ssmax":
+                w[h, i, :n] = softmax(spec.get("sigma", 0.43) * math.log(n) * row)
+            elif v == "stickbreaking":
+                w[h, i, :n] = stick_breaking(row)
+            else:
+                raise ValueError(f"no reference for attention {v}")
     return w
 
 
