@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
         auto module = relulens::core::Tokenizer::modulePath();
         std::printf("tokenizer module: %s\n", module ? module->c_str() : module.error().c_str());
         for (const auto& c : relulens::core::components()) {
-            std::printf("component: %s, %s (%s)\n", c.name.c_str(), c.licence.c_str(), c.role.c_str());
+            std::printf("component: %s, %s; %s\n", c.name.c_str(), c.licence.c_str(), c.role.c_str());
         }
         return 0;
     }
