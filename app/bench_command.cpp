@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "app/commands.h"
+#include "core/atomic_file.h"
 #include "core/capture.h"
 #include "core/checkpoint.h"
 #include "core/device.h"
@@ -395,8 +396,7 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     if (gui) endBenchGui();
 #endif
     if (args->has("json")) {
-        std::ofstream out(args->value("json"));
-        out << nlohmann::json{{"model", modelFolder},
+        const auto json = nlohmann::json{{"model", modelFolder},
                               {"family", config.family},
                               {"parameters", config.parameters},
                               {"load_ms", loadMs},
@@ -406,10 +406,10 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
                               {"report", core::deviceReport()},
                               {"matmul_gflops", rate},
                               {"repeats", *repeats},
-                              {"sizes", rows}}
-                   .dump(2)
-            << "\n";
-        if (!out) return fail(args->value("json") + ": cannot write");
+                              {"sizes", rows}};
+        if (auto s = core::writeTextAtomically(args->value("json"), json.dump(2) + "\n"); !s) {
+            return fail(s.error());
+        }
     }
     return 0;
 }

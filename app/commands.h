@@ -19,7 +19,9 @@ int evalCommand(const std::vector<std::string>& args);
 // relulens bench (see --help); argc/argv start the Qt side when the window is built in.
 int benchCommand(int argc, char** argv, const std::vector<std::string>& args);
 
-// Reads --attention/--h/--a/--sigmoid-bias/--ssmax-sigma/--ffn over the defaults (the variants the model was trained with).
+// Reads --attention/--h/--a/--sigmoid-bias/--ssmax-sigma/--ffn over the defaults (the variants
+// the model was trained with), then --override L[:H]=VARIANT and --ablate L:H[=zero|uniform]
+// (both repeatable, applied in order) where the command takes them.
 core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,
                                                  const core::RunSpec& defaults);
 // The text of --text or --file (exactly one of them).

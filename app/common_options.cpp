@@ -79,6 +79,16 @@ core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,
         if (!ffn) return core::Error{ffn.error()};
         run.ffn = *ffn;
     }
+    for (const auto& text : args.values("override")) {
+        auto o = core::parseOverride(text);
+        if (!o) return core::Error{"--override " + o.error()};
+        run.overrides.push_back(*o);
+    }
+    for (const auto& text : args.values("ablate")) {
+        auto o = core::parseAblation(text);
+        if (!o) return core::Error{"--ablate " + o.error()};
+        run.overrides.push_back(*o);
+    }
     return run;
 }
 

@@ -1,10 +1,12 @@
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/atomic_file.h"
 #include "core/capture.h"
 #include "core/capture_json.h"
 #include "core/checkpoint.h"
@@ -57,6 +59,7 @@ void printSummary(const core::CaptureResult& r) {
                 kv.c_str(), (long long)m.dModel, (long long)m.dFf, m.gatedFfn ? " (gated)" : "",
                 (long long)m.vocabSize, m.trained.attention.label().c_str(),
                 core::ffnKindName(m.trained.ffn).c_str());
+    for (const auto& o : r.run.overrides) std::printf("override %s\n", o.label().c_str());
     std::printf("run      attention %s, FFN %s on %s (%s)\n", r.run.attention.label().c_str(),
                 core::ffnKindName(r.run.ffn).c_str(), r.device.c_str(),
                 r.trainedWithRun ? "the variants it was trained with"
@@ -66,7 +69,7 @@ void printSummary(const core::CaptureResult& r) {
     for (size_t i = 0; i < shown; ++i) std::printf(" %s", visible(r.tokens[i].piece).c_str());
     if (shown < r.tokens.size()) std::printf(" … (%zu more)", r.tokens.size() - shown);
     std::printf("\n");
-    const auto rule = core::attentionSparsityRule(r.run.attention, r.tauScale);
+    const auto rule = core::attentionSparsityRule(r.run, m.nLayers, m.nHeads, r.tauScale);
     if (rule.exactZero) {
         std::printf("sparsity share of visible attention weights exactly 0\n");
     } else {
@@ -110,6 +113,28 @@ void printSummary(const core::CaptureResult& r) {
         }
         std::printf("\n");
     }
+    if (r.effect && !r.effect->kl.empty()) {
+        const auto& e = *r.effect;
+        size_t most = 0;
+        for (size_t i = 1; i < e.kl.size(); ++i) {
+            if (e.kl[i] > e.kl[most]) most = i;
+        }
+        std::printf("effect   text loss %.4f without the overrides, %.4f with them (%+.4f nats); largest "
+                    "change predicting token %zu '%s': KL %.4f, log p %+.4f\n",
+                    e.unchangedLoss, e.loss, e.loss - e.unchangedLoss, most + 1,
+                    visible(r.tokens[most + 1].piece).c_str(), e.kl[most], e.deltaLogProb[most]);
+    }
+    if (r.lens) {
+        for (const auto& at : r.lens->top) {
+            std::printf("lens     after '%s' (token %lld), layer by layer:\n",
+                        visible(r.tokens[size_t(at.position)].piece).c_str(), (long long)at.position);
+            for (size_t l = 0; l < at.layers.size(); ++l) {
+                std::printf("         layer %zu:", l);
+                for (const auto& p : at.layers[l]) std::printf(" %s %.3f", visible(p.piece).c_str(), p.probability);
+                std::printf("\n");
+            }
+        }
+    }
     std::printf("time     %.1f ms\n", r.milliseconds);
 }
 
@@ -118,7 +143,9 @@ void printSummary(const core::CaptureResult& r) {
 int inspectCommand(const std::vector<std::string>& argv) {
     auto args = Arguments::parse(argv, {{"model"}, {"text"}, {"file"}, {"attention"}, {"h"},
                                         {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"}, {"ffn"}, {"device"}, {"json"}, {"maps"},
-                                        {"top-k"}, {"tau"}, {"sink-threshold"}, {"all-maps", false}});
+                                        {"top-k"}, {"tau"}, {"sink-threshold"}, {"all-maps", false},
+                                        {"override", true, true}, {"ablate", true, true},
+                                        {"lens-at", true, true}});
     if (!args) return fail(args.error());
     if (!args->has("model")) return fail("inspect needs --model DIR");
     auto text = textFromArguments(*args);
@@ -148,6 +175,17 @@ int inspectCommand(const std::vector<std::string>& argv) {
     if (!sink) return fail(sink.error());
     if (!(*sink > 0) || *sink >= 1) return fail("--sink-threshold must be in (0, 1)");
     request.sinkThreshold = *sink;
+    request.effect = !request.run.overrides.empty();
+    request.lens = true;
+    if (args->has("lens-at")) {
+        request.lensPositions.clear();
+        for (const auto& text : args->values("lens-at")) {
+            char* end = nullptr;
+            const long long p = std::strtoll(text.c_str(), &end, 10);
+            if (text.empty() || *end != '\0') return fail("--lens-at expects token positions (0, 1, …; -1 for the last), got '" + text + "'");
+            request.lensPositions.push_back(p);
+        }
+    }
     request.slotActivations = false;
 
     auto result = core::capture(*loaded->model, loaded->tokenizer, *text, request);
@@ -155,17 +193,9 @@ int inspectCommand(const std::vector<std::string>& argv) {
     printSummary(*result);
     if (args->has("json")) {
         const std::string path = args->value("json");
-        const std::string temporary = path + ".partial";
-        {
-            std::ofstream out(temporary);
-            if (!out) return fail(path + ": cannot write the file");
-            out << core::captureToJson(*result).dump() << "\n";
-            out.flush();
-            if (!out) return fail(path + ": writing failed");
+        if (auto s = core::writeTextAtomically(path, core::captureToJson(*result).dump() + "\n"); !s) {
+            return fail(s.error());
         }
-        std::error_code ec;
-        std::filesystem::rename(temporary, path, ec);
-        if (ec) return fail(path + ": " + ec.message());
         std::printf("json     written to %s\n", path.c_str());
     }
     return 0;

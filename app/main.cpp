@@ -44,6 +44,15 @@ commands:
       --tau T                  softmax sparsity threshold scale, tau_i = T / n_i (default 0.1)
       --sink-threshold E       a head whose mean weight on the first token exceeds E is a sink
                                head (default 0.3)
+      --override L[:H]=V       layer L (or head H of it) runs attention V instead (repeatable;
+                               a head's override beats its layer's, a later one an earlier one)
+      --ablate L:H[=zero|uniform]  switch head H of layer L off: output 0 (zero, the default)
+                               or 1/n_i to every visible key (uniform); repeatable
+                               With overrides, the text's loss with and without them and each
+                               token's change (log-probability, KL) are measured.
+      --lens-at P              logit lens: each layer's top-k after token P (repeatable;
+                               default -1, the last token); the JSON also has, per layer,
+                               the probability of every actual next token
       --json OUT               write everything to OUT as JSON
   train-tokenizer   train a SentencePiece tokenizer
       --corpus FILE...  --out FILE.model  [--vocab N (4096)] [--model-type unigram|bpe] [--force]
@@ -67,9 +76,11 @@ commands:
 
   render            render a view headless, exactly as the window draws it
       --model DIR (--text TEXT | --file F) --out FILE (.png, .svg, .pdf or .csv)
-      --view attention|heads|compare|sparsity|memory|predictions|diagnostics|sinks
+      --view attention|heads|compare|sparsity|memory|predictions|diagnostics|sinks|
+             effect|lens
       [--layer L] [--head H|mean] [--query Q] [--log]
-      [--attention V --h H --a A --ffn V --tau T] [--width 1100 --height 850] [--scale S]
+      [--attention V --h H --a A --ffn V --tau T] [--override L[:H]=V] [--ablate L:H[=MODE]]
+      [--width 1100 --height 850] [--scale S]
       [--force]
   bench             forward, capture, one map, toggle → redrawn views, text → PNG and peak
                     memory at several input lengths, against the machine's matmul floor

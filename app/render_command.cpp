@@ -19,7 +19,8 @@ namespace relulens::app {
 int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
     auto args = Arguments::parse(argvRest, {{"model"}, {"text"}, {"file"}, {"view"}, {"layer"},
                                             {"head"}, {"query"}, {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"},
-                                            {"ffn"}, {"tau"}, {"width"}, {"height"}, {"scale"},
+                                            {"ffn"}, {"override", true, true}, {"ablate", true, true},
+                                            {"tau"}, {"width"}, {"height"}, {"scale"},
                                             {"out"}, {"log", false}, {"force", false}});
     if (!args) return fail(args.error());
     if (!args->has("model") || !args->has("view") || !args->has("out")) {
@@ -60,6 +61,7 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     auto tau = args->number("tau", 0.1);
     if (!tau || !(*tau > 0) || *tau > 1) return fail("--tau must be in (0, 1]");
     state.setTauScale(*tau);
+    state.setLensWanted(viewName == "lens");
     ui::InferenceRequest request{1, state.effectiveFolder(), *text,
                                  ui::InferenceController::captureRequestFor(state),
                                      ui::InferenceController::comparisonRequestFor(state)};

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "core/atomic_file.h"
 #include "core/checkpoint.h"
 #include "core/corpus.h"
 #include "core/device.h"
@@ -191,22 +192,24 @@ int evalCommand(const std::vector<std::string>& argv) {
                 core::sameVariants(*run, info.trained) ? "as trained"
                                                                           : "NOT as trained",
                 tokens.size());
-    std::printf("%8s %10s %12s %8s\n", "context", "loss", "perplexity", "tokens");
+    std::printf("%8s %10s %9s %12s %8s %8s\n", "context", "loss", "± s.e.", "perplexity",
+                "windows", "tokens");
     nlohmann::json json = nlohmann::json::array();
     for (const auto& r : *results) {
-        std::printf("%8lld %10.4f %12.2f %8lld\n", (long long)r.context, r.loss, r.perplexity,
-                    (long long)r.tokens);
-        json.push_back({{"context", r.context}, {"loss", r.loss}, {"perplexity", r.perplexity},
-                        {"tokens", r.tokens}});
+        std::printf("%8lld %10.4f %9.4f %12.2f %8lld %8lld\n", (long long)r.context, r.loss,
+                    r.standardError, r.perplexity, (long long)r.windows, (long long)r.tokens);
+        json.push_back({{"context", r.context}, {"loss", r.loss}, {"standard_error", r.standardError},
+                        {"perplexity", r.perplexity}, {"windows", r.windows}, {"tokens", r.tokens},
+                        {"window_losses", r.windowLosses}});
     }
     if (args->has("json")) {
-        std::ofstream out(args->value("json"));
-        out << nlohmann::json{{"model", info.name},
-                              {"run", core::runSpecToJson(*run)},
-                              {"results", json}}
-                   .dump(2)
-            << "\n";
-        if (!out) return fail(args->value("json") + ": cannot write");
+        const auto document = nlohmann::json{{"model", info.name},
+                                              {"training_context", info.contextLength},
+                                              {"run", core::runSpecToJson(*run)},
+                                              {"results", json}};
+        if (auto s = core::writeTextAtomically(args->value("json"), document.dump(2) + "\n"); !s) {
+            return fail(s.error());
+        }
     }
     return 0;
 }

@@ -201,4 +201,37 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
     }
 }
 
+torch::Tensor layerAttentionWeights(const torch::Tensor& scores, const RunSpec& run, int64_t layer,
+                                    int64_t h0, int64_t n, const torch::Tensor& gamma,
+                                    int64_t rowOffset, bool mayOverwrite, int64_t window) {
+    if (!run.overridesLayer(layer)) {
+        return attentionWeights(scores, run.attention, gamma, rowOffset, mayOverwrite, window);
+    }
+    const int64_t B = scores.size(0) / n, rows = scores.size(1), keys = scores.size(2);
+    const auto perHead = scores.view({B, n, rows, keys});
+    const auto gammas = gamma.defined() ? gamma.view({B, n}) : gamma;
+    std::vector<torch::Tensor> heads;
+    for (int64_t j = 0; j < n; ++j) {
+        const HeadAttention plan = run.headAttention(layer, h0 + j);
+        const auto s = perHead.select(1, j).contiguous();  // (B, rows, keys)
+        switch (plan.ablation) {
+            case Ablation::Zero:
+                heads.push_back(torch::zeros_like(s));
+                break;
+            case Ablation::Uniform: {
+                const auto visible = causalMask(rows, keys, rowOffset, s.device(), window).to(s.scalar_type());
+                const auto counts = visibleCounts(rows, rowOffset, s.device(), window).to(s.scalar_type());
+                heads.push_back((visible / counts).unsqueeze(0).expand({B, rows, keys}).contiguous());
+                break;
+            }
+            case Ablation::None:
+                heads.push_back(attentionWeights(s, plan.spec,
+                                                 gammas.defined() ? gammas.select(1, j).contiguous() : gammas,
+                                                 rowOffset, mayOverwrite, window));
+                break;
+        }
+    }
+    return torch::stack(heads, 1).view({B * n, rows, keys});
+}
+
 }  // namespace relulens::core

@@ -15,6 +15,14 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
                                const torch::Tensor& gamma, int64_t rowOffset = 0,
                                bool mayOverwrite = false, int64_t window = 0);
 
+// The weights of heads h0..h0+n-1 of `layer` under the run's overrides and ablations.
+// scores: (B·n, rows, keys), entry i holding head h0 + (i mod n); gamma: (B·n) or undefined.
+// A layer without overrides takes attentionWeights with run.attention in one call.
+torch::Tensor layerAttentionWeights(const torch::Tensor& scores, const RunSpec& run, int64_t layer,
+                                    int64_t h0, int64_t n, const torch::Tensor& gamma,
+                                    int64_t rowOffset = 0, bool mayOverwrite = false,
+                                    int64_t window = 0);
+
 // (rows, keys) boolean: key j visible from row i.
 torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset,
                          const torch::Device& device, int64_t window = 0);

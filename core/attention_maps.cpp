@@ -234,8 +234,8 @@ torch::Tensor PooledMap::result() const {
     return torch::where(empty, nan, out).to(torch::kCPU).contiguous();
 }
 
-AttentionMaps::AttentionMaps(std::vector<Layer> layers, AttentionSpec spec, double scale)
-    : layers_(std::move(layers)), spec_(spec), scale_(scale) {}
+AttentionMaps::AttentionMaps(std::vector<Layer> layers, RunSpec run, double scale)
+    : layers_(std::move(layers)), run_(std::move(run)), scale_(scale) {}
 
 int64_t AttentionMaps::bytes() const {
     int64_t total = 0;
@@ -270,7 +270,8 @@ torch::Tensor AttentionMaps::rowWeights(int64_t layer, int64_t h0, int64_t h, in
     const auto& t = layers_[size_t(layer)];
     auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, r0, R),
                            keys(layer, h0, h).narrow(1, 0, K).transpose(-1, -2)) * scale_;
-    return attentionWeights(s, spec_, t.gamma.narrow(0, h0, h), r0, /*mayOverwrite=*/true, t.window);
+    return layerAttentionWeights(s, run_, layer, h0, h, t.gamma.narrow(0, h0, h), r0,
+                                 /*mayOverwrite=*/true, t.window);
 }
 
 torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBegin,

@@ -74,12 +74,12 @@ public:
         torch::Tensor gamma;  // (H) ReLUFormer scale
         int64_t window = 0;   // sliding window (0: none)
     };
-    AttentionMaps(std::vector<Layer> layers, AttentionSpec spec, double scale);
+    // `run` says which variant (or ablation) each head ran with.
+    AttentionMaps(std::vector<Layer> layers, RunSpec run, double scale);
 
     int64_t layers() const { return int64_t(layers_.size()); }
     int64_t heads() const;
     int64_t tokens() const;
-    const AttentionSpec& spec() const { return spec_; }
     int64_t bytes() const;  // what the kept queries and keys take
 
     // Weights (or raw scores q·k / sqrt(d_head)) of rows [rowBegin, rowEnd) against keys
@@ -107,7 +107,7 @@ private:
                      int64_t keyBegin, int64_t keyEnd) const;
 
     std::vector<Layer> layers_;
-    AttentionSpec spec_;
+    RunSpec run_;
     double scale_;
 };
 

@@ -5,10 +5,12 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "core/lens.h"
+
 namespace relulens::core {
 
 bool sameVariants(const RunSpec& a, const RunSpec& b) {
-    return a.attention == b.attention && a.ffn == b.ffn;
+    return a.attention == b.attention && a.ffn == b.ffn && a.overrides == b.overrides;
 }
 
 CaptureRequest viewerRequest(const RunSpec& run, double tauScale) {
@@ -31,8 +33,6 @@ CaptureRequest mapsOnlyRequest(const RunSpec& run) {
     return request;
 }
 
-namespace {
-
 std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsIn, int k,
                                                     const Tokenizer& tokenizer) {
     // logits: (L, V). Rows past the tokenizer's pieces pad the embedding (some checkpoints
@@ -53,15 +53,14 @@ std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsI
     return out;
 }
 
-}  // namespace
-
 namespace {
 
 // Rows before the end from which a continuation can also start (see CaptureMemory).
 constexpr int64_t kCheckpointRows = 16;
 
 bool sameRequest(const CaptureRequest& a, const CaptureRequest& b) {
-    return sameVariants(a.run, b.run) && a.lazyMaps == b.lazyMaps &&
+    return sameVariants(a.run, b.run) && a.lazyMaps == b.lazyMaps && a.effect == b.effect &&
+           a.lens == b.lens && a.lensEveryPosition == b.lensEveryPosition &&
            a.slotActivations == b.slotActivations && a.diagnostics == b.diagnostics &&
            a.topK == b.topK && a.tauScale == b.tauScale && a.sinkThreshold == b.sinkThreshold &&
            a.blockRows == b.blockRows &&
@@ -150,7 +149,22 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     for (const auto& t : result.tokens) ids.push_back(t.id);
     const bool anyMaps = request.allMaps || !request.maps.empty();
     const bool continuable = memoryOut && !anyMaps;
-    const CaptureMemory::Checkpoint* from = !anyMaps ? continuation(previous, model, request, ids) : nullptr;
+    const bool lens = request.lens && L <= request.lensMaxTokens;
+    std::vector<int64_t> lensPositions = request.lensPositions;
+    if (request.lensEveryPosition) {
+        lensPositions.clear();
+        for (int64_t p = 0; p < L; ++p) lensPositions.push_back(p);
+    }
+    for (const int64_t p : lens ? lensPositions : std::vector<int64_t>{}) {
+        if (p < -1 || p >= L) {
+            return Error{"lens position " + std::to_string(p) + " is outside the text's " +
+                         std::to_string(L) + " tokens (0–" + std::to_string(L - 1) + ")"};
+        }
+    }
+    // The effect and the lens read every row's logits and residual stream: no reuse.
+    const bool everyRow = request.effect || lens;
+    const CaptureMemory::Checkpoint* from =
+        !anyMaps && !everyRow ? continuation(previous, model, request, ids) : nullptr;
     const CaptureMemory* past = from ? previous : nullptr;
     const int64_t P = from ? from->row : 0;  // tokens taken from the previous capture
     result.reusedTokens = P;
@@ -165,7 +179,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     trace.options.queriesKeys = request.lazyMaps || continuable;
     // Sink diagnostics read the first token's key and value, and the residual stream.
     trace.options.values = continuable || request.diagnostics;
-    trace.options.residual = request.diagnostics;
+    trace.options.residual = request.diagnostics || lens;
     trace.blockRows = request.blockRows;
     trace.options.ffn = request.diagnostics || request.slotActivations || continuable;
     if (past) {
@@ -177,7 +191,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     // Diagnostics are accumulated block by block as the forward pass makes the weights.
     std::vector<AttentionDiagnosticsAccumulator> accumulators;
     if (request.diagnostics) {
-        const auto rule = attentionSparsityRule(request.run.attention, request.tauScale);
+        const auto rule = attentionSparsityRule(request.run, config.nLayers, config.nHeads, request.tauScale);
         for (int64_t l = 0; l < config.nLayers; ++l) {
             if (from) {
                 accumulators.push_back(from->accumulators[size_t(l)].resized(L));
@@ -232,7 +246,17 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     for (auto& p : topPredictions(logits[0], request.topK, tokenizer)) {
         result.predictions.push_back(std::move(p));
     }
+    if (request.effect) {
+        const auto unchanged = model.forward(input, request.run.withoutOverrides());
+        result.effect = changeEffect(logits[0], unchanged[0], ids, request.topK, tokenizer);
+    }
     logits = torch::Tensor();
+    if (lens) {
+        std::vector<torch::Tensor> afterLayer;
+        for (int64_t l = 1; l < config.nLayers; ++l) afterLayer.push_back(trace.layers[size_t(l)].residual[0]);
+        afterLayer.push_back(trace.finalResidual[0]);
+        result.lens = logitLens(model, afterLayer, ids, lensPositions, request.topK, tokenizer);
+    }
 
     // Layer tensors of the new rows, preceded by the previous capture's first P rows.
     auto joined = [&](const std::vector<torch::Tensor> CaptureMemory::*list, int64_t l,
@@ -295,7 +319,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     for (const auto& overview : overviews) pooledOverviews.push_back(overview.result());
     std::shared_ptr<const AttentionMaps> lazy;
     if (request.lazyMaps) {
-        lazy = std::make_shared<const AttentionMaps>(std::move(lazyLayers), request.run.attention,
+        lazy = std::make_shared<const AttentionMaps>(std::move(lazyLayers), request.run,
                                                      model.attentionScale());
     }
     result.maps = std::make_shared<const MapSource>(L, std::move(requested), std::move(lazy),

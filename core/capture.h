@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ struct CaptureRequest {
     int64_t overviewCells = 0;
     // ... only for inputs longer than this: shorter maps are pooled faster when they are shown.
     int64_t overviewFromTokens = 2048;
+    // A second forward without the run's overrides, and what they change at every token
+    // (CaptureResult::effect; all zero when there are none).
+    bool effect = false;
+    // The logit lens (CaptureResult::lens), with the top-k of every layer at these positions
+    // (-1: the last token).
+    bool lens = false;
+    std::vector<int64_t> lensPositions = {-1};
+    bool lensEveryPosition = false;  // the top-k at every position instead (the window's Lens view)
+    int64_t lensMaxTokens = 16384;   // longer texts get no lens (and keep their prefix reuse)
 };
 
 struct Prediction {
@@ -79,6 +89,27 @@ struct CaptureMemory {
     int64_t bytes() const;
 };
 
+// What the run's overrides and ablations change, token by token: entry i is about predicting
+// token i + 1 (L − 1 entries).
+struct ChangeEffect {
+    std::vector<double> deltaLogProb;  // log p_changed(t_i+1) − log p_unchanged(t_i+1)
+    std::vector<double> kl;            // KL(p_unchanged ‖ p_changed) over the vocabulary, nats
+    double loss = 0;                   // mean −log p_changed(t_i+1): the text's loss with the change
+    double unchangedLoss = 0;          // ... without it
+    std::vector<std::vector<Prediction>> unchangedPredictions;  // per position, top-k without it
+};
+
+// The logit lens: the residual stream after each layer, through the final norm and the output
+// embedding, read as next-token predictions.
+struct LogitLens {
+    torch::Tensor nextTokenProbability;  // (layers, L − 1) CPU float: p(t_i+1) after each layer
+    struct At {
+        int64_t position = 0;
+        std::vector<std::vector<Prediction>> layers;  // top-k after each layer
+    };
+    std::vector<At> top;
+};
+
 struct CaptureResult {
     ModelInfo model;
     RunSpec run;
@@ -92,7 +123,13 @@ struct CaptureResult {
     std::shared_ptr<const MapSource> maps;  // every attention map the views and exports ask for
     double milliseconds = 0;  // forward pass and capture
     int64_t reusedTokens = 0;  // leading tokens taken from a previous capture's memory
+    std::optional<ChangeEffect> effect;  // when asked for
+    std::optional<LogitLens> lens;       // when asked for
 };
+
+// The top k next tokens of each row of logits (L, V), with their probabilities.
+std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits, int k,
+                                                    const Tokenizer& tokenizer);
 
 bool sameVariants(const RunSpec& a, const RunSpec& b);
 

@@ -66,7 +66,17 @@ json residualToJson(const ResidualDiagnostics& r) {
 json runSpecToJson(const RunSpec& run) {
     json attention = attentionSpecToJson(run.attention);
     attention["label"] = run.attention.label();
-    return {{"attention", attention}, {"ffn", ffnKindName(run.ffn)}};
+    json overrides = json::array();
+    for (const auto& o : run.overrides) {
+        json entry = {{"layer", o.layer}, {"head", o.head < 0 ? json() : json(o.head)}, {"label", o.label()}};
+        if (o.ablation == Ablation::None) {
+            entry["attention"] = attentionSpecToJson(o.spec);
+        } else {
+            entry["ablation"] = o.ablation == Ablation::Zero ? "zero" : "uniform";
+        }
+        overrides.push_back(entry);
+    }
+    return {{"attention", attention}, {"ffn", ffnKindName(run.ffn)}, {"overrides", overrides}};
 }
 
 json captureToJson(const CaptureResult& r) {
@@ -85,7 +95,7 @@ json captureToJson(const CaptureResult& r) {
     }
     out["tokens"] = tokens;
 
-    const SparsityRule attentionRule = attentionSparsityRule(r.run.attention, r.tauScale);
+    const SparsityRule attentionRule = attentionSparsityRule(r.run, r.model.nLayers, r.model.nHeads, r.tauScale);
     json layers = json::array();
     for (size_t l = 0; l < r.layers.size(); ++l) {
         const auto& layer = r.layers[l];
@@ -136,6 +146,36 @@ json captureToJson(const CaptureResult& r) {
         maps.push_back(entry);
     }
     out["maps"] = maps;
+
+    if (r.effect) {
+        out["effect"] = {{"loss", r.effect->loss},
+                         {"unchanged_loss", r.effect->unchangedLoss},
+                         {"delta_log_prob", r.effect->deltaLogProb},
+                         {"kl", r.effect->kl}};
+    }
+    if (r.lens) {
+        json perLayer = json::array();
+        const auto& p = r.lens->nextTokenProbability;
+        for (int64_t l = 0; l < p.size(0); ++l) {
+            const auto row = p[l].contiguous();
+            perLayer.push_back({{"layer", l},
+                                {"next_token_probability",
+                                 std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel())}});
+        }
+        json top = json::array();
+        for (const auto& at : r.lens->top) {
+            json layersTop = json::array();
+            for (size_t l = 0; l < at.layers.size(); ++l) {
+                json entries = json::array();
+                for (const auto& pr : at.layers[l]) {
+                    entries.push_back({{"id", pr.id}, {"piece", pr.piece}, {"probability", pr.probability}});
+                }
+                layersTop.push_back({{"layer", l}, {"top", entries}});
+            }
+            top.push_back({{"position", at.position}, {"layers", layersTop}});
+        }
+        out["lens"] = {{"layers", perLayer}, {"top", top}};
+    }
     return out;
 }
 

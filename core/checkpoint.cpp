@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
+
 namespace relulens::core {
 
 namespace fs = std::filesystem;
@@ -84,14 +86,10 @@ Status saveModelFolder(const std::string& folder, const Transformer& model,
     fs::create_directories(folder, ec);
     if (ec) return Error{folder + ": cannot create the folder (" + ec.message() + ")"};
     const fs::path dir(folder);
-    {
-        const std::string temporary = (dir / "config.json.partial").string();
-        std::ofstream out(temporary);
-        out << configToJson(model.config()).dump(2) << "\n";
-        out.flush();
-        if (!out) return Error{temporary + ": cannot write"};
-        fs::rename(temporary, dir / "config.json", ec);
-        if (ec) return Error{(dir / "config.json").string() + ": " + ec.message()};
+    if (auto s = writeTextAtomically((dir / "config.json").string(),
+                                     configToJson(model.config()).dump(2) + "\n");
+        !s) {
+        return s;
     }
     TensorMap cpu;
     for (const auto& [name, t] : model.tensors()) cpu[name] = t.detach().to(torch::kCPU);

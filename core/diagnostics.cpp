@@ -14,6 +14,18 @@ SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale) {
     return SparsityRule{spec.hasExactZeros(), tauScale};
 }
 
+SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t heads, double tauScale) {
+    bool exact = true;
+    for (int64_t l = 0; l < layers && exact; ++l) {
+        for (int64_t h = 0; h < heads && exact; ++h) {
+            const HeadAttention plan = run.headAttention(l, h);
+            exact = plan.ablation == Ablation::Zero ||
+                    (plan.ablation == Ablation::None && plan.spec.hasExactZeros());
+        }
+    }
+    return SparsityRule{exact, tauScale};
+}
+
 namespace {
 
 std::vector<double> toVector(const torch::Tensor& t) {

@@ -78,6 +78,9 @@ struct FfnDiagnostics {
 };
 
 SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale);
+// With overrides: exact zeros only when every head of every layer counts them (a zeroed head
+// does, a uniform one does not); otherwise τ_i for every head, which counts exact zeros too.
+SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t heads, double tauScale);
 
 // Builds AttentionDiagnostics from blocks of query rows, so that no (H, L, L) map has to exist
 // at once. Every block holds rows rowOffset..rowOffset+R-1 against keys 0..K-1 (K at least

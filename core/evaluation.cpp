@@ -22,7 +22,8 @@ Result<std::vector<ContextLoss>> evaluateContexts(const LanguageModel& model,
                          " tokens, too few for context " + std::to_string(context)};
         }
         const int64_t windows = std::max<int64_t>(1, std::min(available, maxTokens / context));
-        double total = 0;
+        std::vector<double> windowLosses;
+        windowLosses.reserve(size_t(windows));
         for (int64_t w = 0; w < windows; w += batch) {
             const int64_t rows = std::min(batch, windows - w);
             std::vector<torch::Tensor> inputs, targets;
@@ -35,13 +36,22 @@ Result<std::vector<ContextLoss>> evaluateContexts(const LanguageModel& model,
             auto logProbabilities = torch::log_softmax(logits.to(torch::kFloat32), -1);
             auto picked = logProbabilities.gather(-1, torch::stack(targets).to(model.device())
                                                            .unsqueeze(-1));
-            total -= picked.sum().item<double>();
+            const auto perWindow = (-picked.squeeze(-1).to(torch::kFloat64).mean(1)).to(torch::kCPU);
+            for (int64_t r = 0; r < rows; ++r) windowLosses.push_back(perWindow[r].item<double>());
         }
         ContextLoss loss;
         loss.context = context;
         loss.windows = windows;
         loss.tokens = windows * context;
-        loss.loss = total / double(loss.tokens);
+        double sum = 0;
+        for (double l : windowLosses) sum += l;
+        loss.loss = sum / double(windows);  // every window has `context` predictions
+        if (windows > 1) {
+            double squares = 0;
+            for (double l : windowLosses) squares += (l - loss.loss) * (l - loss.loss);
+            loss.standardError = std::sqrt(squares / double(windows - 1) / double(windows));
+        }
+        loss.windowLosses = std::move(windowLosses);
         loss.perplexity = std::exp(loss.loss);
         out.push_back(loss);
     }

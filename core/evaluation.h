@@ -14,6 +14,10 @@ struct ContextLoss {
     double perplexity = 0;  // exp(loss)
     int64_t windows = 0;    // non-overlapping windows evaluated
     int64_t tokens = 0;     // predictions averaged
+    // Each window's mean cross-entropy, in text order, and the standard error of `loss` over
+    // them: the sample standard deviation of the window losses ÷ √windows (0 for one window).
+    std::vector<double> windowLosses;
+    double standardError = 0;
 };
 
 // Splits `tokens` into non-overlapping windows of context + 1 ids, at most maxTokens

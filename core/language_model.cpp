@@ -8,6 +8,7 @@ namespace relulens::core {
 
 Status LanguageModel::supports(const RunSpec& run) const {
     if (auto s = validateAttentionSpec(run.attention); !s) return s;
+    if (auto s = validateOverrides(run, info().nLayers, info().nHeads); !s) return s;
     const auto choices = info().ffnChoices();
     for (auto kind : choices) {
         if (kind == run.ffn) return {};
@@ -55,7 +56,7 @@ torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset,
 }
 
 torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
-                               const torch::Tensor& vIn, const AttentionSpec& spec,
+                               const torch::Tensor& vIn, const RunSpec& run,
                                const torch::Tensor& gamma, double scale, int64_t window,
                                int64_t layer, ForwardTrace* trace) {
     const int64_t B = q.size(0), H = q.size(1), Q = q.size(2), L = kIn.size(2);
@@ -76,7 +77,8 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
         const int64_t row = past + r0;            // position of the block's first row
         const int64_t K = fullMaps ? L : row + R;  // keys past the block's last row are masked
         auto s = torch::matmul(q.narrow(2, r0, R), k.narrow(2, 0, K).transpose(-1, -2)) * scale;
-        auto w = attentionWeights(s.flatten(0, 1), spec, g, row, !fullMaps, window).view({B, H, R, K});
+        auto w = layerAttentionWeights(s.flatten(0, 1), run, layer, 0, H, g, row, !fullMaps, window)
+                     .view({B, H, R, K});
         outBlocks.push_back(torch::matmul(w, v.narrow(2, 0, K)));  // (B, H, R, dh)
         if (trace && trace->options.rowMass) massBlocks.push_back(w.sum(-1));
         if (trace && trace->onAttentionBlock) trace->onAttentionBlock(layer, row, w);

@@ -59,6 +59,8 @@ struct ForwardTrace {
     // k and v for all P + L. The model is causal, so the result equals a pass over the whole.
     std::vector<torch::Tensor> pastKeys, pastValues;
     int64_t pastLength() const { return pastKeys.empty() ? 0 : pastKeys[0].size(2); }
+    // With options.residual: the stream after the last layer, before the final norm (B, L, d).
+    torch::Tensor finalResidual;
 };
 
 class LanguageModel {
@@ -84,6 +86,9 @@ public:
     // What memory slot i of a layer writes: column i of (d, d_ff).
     virtual torch::Tensor slotValues(int64_t layer) const = 0;
     virtual torch::Tensor outputEmbedding() const = 0;  // (vocab, d)
+    // The final norm and the output layer on a residual stream (..., d): what forward() does
+    // after the last layer, so that the logit lens reads every layer the same way.
+    virtual torch::Tensor logitsFromResidual(const torch::Tensor& stream) const = 0;
 
     virtual torch::Device device() const = 0;
     virtual void to(const torch::Device& device) = 0;
@@ -96,11 +101,12 @@ int64_t attentionBlockRows(int64_t heads, int64_t tokens);
 // Causal attention of one layer over blocks of query rows, for every family.
 // q: (B, H, R, dh), rows at positions P..P+R-1 where P = L - R; k, v: (B, H_kv, L, dh) (H a
 // multiple of H_kv); gamma: (H).
+// Each head runs what run.headAttention(layer, head) says.
 // window > 0 limits each row to its last `window` keys. Fills the layer's scores, weights and
 // row mass when the trace asks, and hands each block to trace->onAttentionBlock.
 // Returns (B, H, R, dh), or an undefined tensor when the trace's cancel poll says so.
 torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const AttentionSpec& spec,
+                               const torch::Tensor& v, const RunSpec& run,
                                const torch::Tensor& gamma, double scale, int64_t window,
                                int64_t layer, ForwardTrace* trace);
 // A layer's keys and values (B, H_kv, L, dh) for the new rows, preceded by the trace's past

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "core/atomic_file.h"
 #include "core/model_folder.h"
 #include "core/tokenizer.h"
 
@@ -46,17 +47,7 @@ torch::Tensor toRotateHalf(const torch::Tensor& w, int64_t heads) {
 }
 
 Status writeJson(const fs::path& path, const nlohmann::json& j) {
-    const fs::path temporary = path.string() + ".partial";
-    {
-        std::ofstream out(temporary);
-        out << j.dump(2) << "\n";
-        out.flush();
-        if (!out) return Error{path.string() + ": cannot write"};
-    }
-    std::error_code ec;
-    fs::rename(temporary, path, ec);
-    if (ec) return Error{path.string() + ": " + ec.message()};
-    return {};
+    return writeTextAtomically(path.string(), j.dump(2) + "\n");
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         q = applyRotary(q, past, frequencies_);
         auto [keys, v] = withPast(trace, l, applyRotary(k, past, frequencies_), newValues);
         k = keys;
-        auto headOut = blockedAttention(q, k, v, run.attention, gamma_, scale, c.windows[size_t(l)], l, trace);
+        auto headOut = blockedAttention(q, k, v, run, gamma_, scale, c.windows[size_t(l)], l, trace);
         if (!headOut.defined()) return {};
         x = x + torch::linear(headOut.transpose(1, 2).reshape({B, L, H * dh}), w.wo, w.bo);
 
@@ -105,8 +105,12 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
             }
         }
     }
-    x = rmsNorm(x, weights_.finalNorm);
-    return torch::linear(x, weights_.output);
+    if (trace && trace->options.residual) trace->finalResidual = x;
+    return logitsFromResidual(x);
+}
+
+torch::Tensor LlamaModel::logitsFromResidual(const torch::Tensor& stream) const {
+    return torch::linear(rmsNorm(stream, weights_.finalNorm), weights_.output);
 }
 
 }  // namespace relulens::core

@@ -41,6 +41,7 @@ public:
                                   FfnKind kind, double tauScale) const override;
     torch::Tensor slotValues(int64_t layer) const override;
     torch::Tensor outputEmbedding() const override { return weights_.output; }
+    torch::Tensor logitsFromResidual(const torch::Tensor& stream) const override;
     torch::Device device() const override { return weights_.embedding.device(); }
     void to(const torch::Device& device) override;
 

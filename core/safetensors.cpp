@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
+
 namespace relulens::core {
 
 using nlohmann::json;
@@ -283,10 +285,7 @@ Status writeSafetensors(const std::string& path, const TensorMap& tensors, Stora
     }
     std::string headerText = header.dump();
     while ((8 + headerText.size()) % 8 != 0) headerText.push_back(' ');  // align data to 8 bytes
-    const std::string temporary = path + ".partial";
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out) return Error{temporary + ": cannot write the file"};
+    return writeFileAtomically(path, [&](std::ostream& out) {
         uint64_t length = headerText.size();
         unsigned char lengthBytes[8];
         for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
@@ -296,17 +295,7 @@ Status writeSafetensors(const std::string& path, const TensorMap& tensors, Stora
             out.write(static_cast<const char*>(data.data_ptr()),
                       static_cast<std::streamsize>(data.numel() * dtype.bytes));
         }
-        out.flush();
-        if (!out) {
-            std::remove(temporary.c_str());
-            return Error{path + ": writing failed (disk full?)"};
-        }
-    }
-    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-        std::remove(temporary.c_str());
-        return Error{path + ": could not replace the file"};
-    }
-    return {};
+    });
 }
 
 }  // namespace relulens::core

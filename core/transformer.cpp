@@ -143,7 +143,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         };
         auto q = applyRotary(heads(w.wq), past, frequencies_);
         auto [k, v] = withPast(trace, l, applyRotary(heads(w.wk), past, frequencies_), heads(w.wv));
-        auto headOut = blockedAttention(q, k, v, run.attention, w.gamma, scale, 0, l, trace);
+        auto headOut = blockedAttention(q, k, v, run, w.gamma, scale, 0, l, trace);
         if (!headOut.defined()) return {};
         x = x + torch::linear(headOut.transpose(1, 2).reshape({B, L, c.dModel}), w.wo);
 
@@ -171,7 +171,12 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
             }
         }
     }
-    x = torch::layer_norm(x, {c.dModel}, lnFWeight_, lnFBias_, c.normEps);
+    if (trace && trace->options.residual) trace->finalResidual = x;
+    return logitsFromResidual(x);
+}
+
+torch::Tensor Transformer::logitsFromResidual(const torch::Tensor& stream) const {
+    const auto x = torch::layer_norm(stream, {config_.dModel}, lnFWeight_, lnFBias_, config_.normEps);
     return torch::linear(x, embedding_);  // tied output embedding
 }
 

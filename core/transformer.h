@@ -42,6 +42,7 @@ public:
                                   FfnKind kind, double tauScale) const override;
     torch::Tensor slotValues(int64_t layer) const override;
     torch::Tensor outputEmbedding() const override;
+    torch::Tensor logitsFromResidual(const torch::Tensor& stream) const override;
     torch::Device device() const override;
     void to(const torch::Device& device) override;
 

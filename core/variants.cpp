@@ -153,6 +153,123 @@ bool AttentionSpec::hasExactZeros() const {
     }
 }
 
+std::string AttentionOverride::label() const {
+    std::string where = std::to_string(layer);
+    if (head >= 0) where += ":" + std::to_string(head);
+    switch (ablation) {
+        case Ablation::Zero: return where + "=zero";
+        case Ablation::Uniform: return where + "=uniform";
+        case Ablation::None: break;
+    }
+    return where + "=" + spec.label();
+}
+
+bool AttentionOverride::operator==(const AttentionOverride& other) const {
+    return layer == other.layer && head == other.head && ablation == other.ablation &&
+           (ablation != Ablation::None || spec == other.spec);
+}
+
+bool HeadAttention::operator==(const HeadAttention& other) const {
+    return ablation == other.ablation && (ablation != Ablation::None || spec == other.spec);
+}
+
+HeadAttention RunSpec::headAttention(int64_t layer, int64_t head) const {
+    HeadAttention out{attention, Ablation::None};
+    const AttentionOverride* layerWide = nullptr;
+    const AttentionOverride* ownHead = nullptr;
+    for (const auto& o : overrides) {
+        if (o.layer != layer) continue;
+        if (o.head < 0) layerWide = &o;
+        if (o.head == head) ownHead = &o;
+    }
+    if (const auto* o = ownHead ? ownHead : layerWide) {
+        out.spec = o->ablation == Ablation::None ? o->spec : attention;
+        out.ablation = o->ablation;
+    }
+    return out;
+}
+
+bool RunSpec::overridesLayer(int64_t layer) const {
+    for (const auto& o : overrides) {
+        if (o.layer == layer) return true;
+    }
+    return false;
+}
+
+RunSpec RunSpec::withoutOverrides() const {
+    RunSpec out = *this;
+    out.overrides.clear();
+    return out;
+}
+
+namespace {
+
+// "L" or "L:H" with whole numbers >= 0.
+Status parseWhere(const std::string& where, const std::string& text, AttentionOverride& o) {
+    const auto colon = where.find(':');
+    auto number = [&](const std::string& part, int64_t& out) -> bool {
+        if (part.empty() || part.size() > 6) return false;
+        for (char c : part) {
+            if (c < '0' || c > '9') return false;
+        }
+        out = std::stoll(part);
+        return true;
+    };
+    if (!number(where.substr(0, colon), o.layer) ||
+        (colon != std::string::npos && !number(where.substr(colon + 1), o.head))) {
+        return Error{"'" + text + "': expected LAYER or LAYER:HEAD (whole numbers from 0) before '='"};
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<AttentionOverride> parseOverride(const std::string& text) {
+    const auto equals = text.find('=');
+    if (equals == std::string::npos) {
+        return Error{"'" + text + "': expected LAYER[:HEAD]=VARIANT, e.g. 2=relu_len or 1:3=sparsemax"};
+    }
+    AttentionOverride o;
+    if (auto s = parseWhere(text.substr(0, equals), text, o); !s) return Error{s.error()};
+    const std::string variant = text.substr(equals + 1);
+    if (variant == "zero" || variant == "uniform") {
+        o.ablation = variant == "zero" ? Ablation::Zero : Ablation::Uniform;
+        return o;
+    }
+    auto kind = parseAttentionKind(variant);
+    if (!kind) return Error{"'" + text + "': " + kind.error()};
+    o.spec.kind = *kind;
+    return o;
+}
+
+Result<AttentionOverride> parseAblation(const std::string& text) {
+    const auto equals = text.find('=');
+    AttentionOverride o;
+    if (auto s = parseWhere(text.substr(0, equals), text, o); !s) return Error{s.error()};
+    if (o.head < 0) return Error{"'" + text + "': an ablation names one head, LAYER:HEAD"};
+    const std::string mode = equals == std::string::npos ? "zero" : text.substr(equals + 1);
+    if (mode != "zero" && mode != "uniform") {
+        return Error{"'" + text + "': an ablation is zero (output 0) or uniform (1/n to every visible key)"};
+    }
+    o.ablation = mode == "zero" ? Ablation::Zero : Ablation::Uniform;
+    return o;
+}
+
+Status validateOverrides(const RunSpec& run, int64_t layers, int64_t heads) {
+    for (const auto& o : run.overrides) {
+        if (o.layer < 0 || o.layer >= layers) {
+            return Error{"override " + o.label() + ": the model has layers 0–" + std::to_string(layers - 1)};
+        }
+        if (o.head >= heads) {
+            return Error{"override " + o.label() + ": the model has heads 0–" + std::to_string(heads - 1)};
+        }
+        if (o.ablation == Ablation::None) {
+            if (auto s = validateAttentionSpec(o.spec); !s) return Error{"override " + o.label() + ": " + s.error()};
+        }
+    }
+    return {};
+}
+
 bool AttentionSpec::operator==(const AttentionSpec& other) const {
     if (kind != other.kind) return false;
     if (kind == AttentionKind::Family) return h == other.h && a == other.a;

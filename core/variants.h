@@ -2,6 +2,7 @@
 // A RunSpec says which variant one forward pass uses; it may differ from what the model was
 // trained with (that is part of the model's config).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,9 +42,44 @@ struct AttentionSpec {
     bool operator!=(const AttentionSpec& other) const { return !(*this == other); }
 };
 
+// Switching a head off: its output becomes 0 (Zero), or it attends equally to every key it can
+// see (Uniform: 1 / n_i each).
+enum class Ablation { None, Zero, Uniform };
+
+// A different attention for one layer (head = -1) or one head of one layer: a variant, or an
+// ablation.
+struct AttentionOverride {
+    int64_t layer = 0;
+    int64_t head = -1;
+    AttentionSpec spec;                // used when ablation is None
+    Ablation ablation = Ablation::None;
+
+    // "2=relu_len", "1:3=sparsemax", "1:2=zero", "0:1=uniform": what --override/--ablate take.
+    std::string label() const;
+    bool operator==(const AttentionOverride& other) const;
+    bool operator!=(const AttentionOverride& other) const { return !(*this == other); }
+};
+
+// What one head of one layer runs.
+struct HeadAttention {
+    AttentionSpec spec;
+    Ablation ablation = Ablation::None;
+    bool operator==(const HeadAttention& other) const;
+    bool operator!=(const HeadAttention& other) const { return !(*this == other); }
+};
+
 struct RunSpec {
     AttentionSpec attention;
     FfnKind ffn = FfnKind::Relu;
+    // Overrides stack on `attention`: one for a head beats one for its layer, and among those
+    // of the same reach the later one wins.
+    std::vector<AttentionOverride> overrides;
+
+    HeadAttention headAttention(int64_t layer, int64_t head) const;
+    // Whether any override names this layer (else every head runs `attention`).
+    bool overridesLayer(int64_t layer) const;
+    // The same run with no overrides: what the effect of a change is measured against.
+    RunSpec withoutOverrides() const;
 };
 
 // Every attention kind, in the order menus and help list them.
@@ -57,6 +93,12 @@ Result<AttentionKind> parseAttentionKind(const std::string& name);
 Result<FamilyFunction> parseFamilyFunction(const std::string& name);
 Result<FfnKind> parseFfnKind(const std::string& name);
 Status validateAttentionSpec(const AttentionSpec& spec);
+// "L[:H]=VARIANT" (a variant by name, with its default constants) and "L:H[=zero|uniform]"
+// (zero when the mode is left out). Layers and heads count from 0.
+Result<AttentionOverride> parseOverride(const std::string& text);
+Result<AttentionOverride> parseAblation(const std::string& text);
+// Every override names a layer and head the model has.
+Status validateOverrides(const RunSpec& run, int64_t layers, int64_t heads);
 
 std::string attentionKindName(AttentionKind kind);
 std::string familyFunctionName(FamilyFunction h);

@@ -47,6 +47,39 @@ relulens_install_npm() {
   fi
 }
 
+# relulens_libtorch_options DIR: the CMake options that build against the LibTorch in DIR
+# instead of Debian's (CPU-only) one, printed one per line; or a message and status 1 when DIR
+# holds no LibTorch, or one the window cannot link with. DIR is the unpacked official archive
+# (the folder named libtorch) or a PyTorch's `python3 -c "import torch;
+# print(torch.utils.cmake_prefix_path)"`.
+relulens_libtorch_options() {
+  local dir="$1" config=""
+  for candidate in "$dir/share/cmake/Torch" "$dir/Torch" "$dir"; do
+    if [ -f "$candidate/TorchConfig.cmake" ]; then config="$candidate"; break; fi
+  done
+  if [ -z "$config" ]; then
+    echo "RELULENS_LIBTORCH=$dir: no TorchConfig.cmake in $dir/share/cmake/Torch, $dir/Torch or $dir" >&2
+    return 1
+  fi
+  # Debian's Qt and SentencePiece use the C++11 string ABI; a LibTorch built with the old one
+  # cannot be linked with them.
+  if grep -q "_GLIBCXX_USE_CXX11_ABI=0" "$config/TorchConfig.cmake"; then
+    echo "RELULENS_LIBTORCH=$dir: this LibTorch uses the pre-C++11 string ABI (_GLIBCXX_USE_CXX11_ABI=0)," >&2
+    echo "  which Debian's Qt cannot link with; use a cxx11-ABI build (see the README, \"Using an NVIDIA GPU\")" >&2
+    return 1
+  fi
+  echo "-DTorch_DIR=$config"
+  # A CUDA LibTorch's CMake files look for the CUDA toolkit; point them at nvcc when it is here.
+  local nvcc
+  for nvcc in "${CUDACXX:-}" "$(command -v nvcc || true)" /usr/local/cuda/bin/nvcc; do
+    if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then
+      echo "-DCMAKE_CUDA_COMPILER=$nvcc"
+      echo "-DCUDAToolkit_ROOT=$(dirname "$(dirname "$nvcc")")"
+      break
+    fi
+  done
+}
+
 # relulens_build [cmake options...]: configures and builds everything, or only the targets
 # named in RELULENS_TARGETS (scripts/run builds just the app).
 relulens_build() {

@@ -62,7 +62,13 @@ expected=(
   ./usr/share/man/man1/relulens.1.gz
   ./usr/share/doc/relulens/copyright
 )
-for model in softmax relu-len reluformer relu ffn-softmax ffn-softmax-ln sigmoid softpick; do
+# Every model the source tree bundles (each folder of resources/models with a config.json).
+models=()
+for config in "$(dirname "${BASH_SOURCE[0]}")"/../resources/models/*/config.json; do
+  models+=("$(basename "$(dirname "$config")")")
+done
+[ ${#models[@]} -ge 11 ] || fail "only ${#models[@]} bundled models found in the source tree"
+for model in "${models[@]}"; do
   for file in config.json model.safetensors tokenizer.model; do
     expected+=("./usr/share/relulens/models/$model/$file")
   done

@@ -42,6 +42,14 @@ std::vector<RunSpec> everyVariant() {
                       AttentionKind::StickBreaking}) {
         add(kind);
     }
+    // Per-layer and per-head overrides and ablations, at each layer of the tiny model (2 layers
+    // of 2 heads).
+    RunSpec layer0 = runs[0], mixed = runs[0], ablated = runs[2];
+    layer0.overrides = {*parseOverride("0=relu_len")};
+    mixed.overrides = {*parseOverride("1=reluformer"), *parseOverride("1:0=sparsemax"),
+                       *parseAblation("0:1=uniform")};
+    ablated.overrides = {*parseAblation("1:1"), *parseOverride("0:0=softmax")};
+    runs.insert(runs.end(), {layer0, mixed, ablated});
     return runs;
 }
 

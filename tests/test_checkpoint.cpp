@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/checkpoint.h"
 #include "test_support.h"
 
@@ -219,6 +220,31 @@ private Q_SLOTS:
         auto loaded = loadModelFolder("/nonexistent/model");
         QVERIFY(!loaded.ok());
         QVERIFY(QString::fromStdString(loaded.error()).contains("no such model folder"));
+    }
+
+    // Every file ReluLens writes (weights, config, JSON reports) goes through one atomic write:
+    // a failure leaves the old file as it was and no partial file behind.
+    void atomicWriteReplacesOnlyWhenComplete() {
+        const std::string path = dir_.filePath("report.json").toStdString();
+        QVERIFY(writeTextAtomically(path, "first\n").ok());
+        QCOMPARE(readAll(path), std::string("first\n"));
+        QVERIFY(writeTextAtomically(path, "second\n").ok());
+        QCOMPARE(readAll(path), std::string("second\n"));
+
+        auto failed = writeFileAtomically(path, [](std::ostream& out) {
+            out << "half of a thi";
+            out.setstate(std::ios::badbit);  // what a full disk does to the stream
+        });
+        QVERIFY(!failed.ok());
+        QVERIFY(QString::fromStdString(failed.error()).contains("report.json: writing failed"));
+        QCOMPARE(readAll(path), std::string("second\n"));
+        QVERIFY(!fs::exists(path + ".partial"));
+
+        const std::string nowhere = dir_.filePath("no-such-folder/report.json").toStdString();
+        auto refused = writeTextAtomically(nowhere, "x");
+        QVERIFY(!refused.ok());
+        QVERIFY(QString::fromStdString(refused.error()).contains("no-such-folder/report.json: cannot write"));
+        QVERIFY(!fs::exists(dir_.filePath("no-such-folder").toStdString()));
     }
 };
 

@@ -188,6 +188,27 @@ private Q_SLOTS:
         QTest::newRow("too long")
             << QStringList{"inspect", "--model", tinyModel(), "--text", QString("ab 1 ").repeated(20000)}
             << "can be inspected at once";
+        QTest::newRow("override past the last layer")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "5=relu"}
+            << "override 5=relu: the model has layers 0–1";
+        QTest::newRow("override of a missing head")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "1:2=relu"}
+            << "override 1:2=relu: the model has heads 0–1";
+        QTest::newRow("override with an unknown variant")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "1=max"}
+            << "--override '1=max': unknown attention variant 'max'";
+        QTest::newRow("override without a variant")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "1"}
+            << "expected LAYER[:HEAD]=VARIANT";
+        QTest::newRow("ablation of a whole layer")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--ablate", "1"}
+            << "an ablation names one head, LAYER:HEAD";
+        QTest::newRow("ablation with an unknown mode")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--ablate", "1:0=mean"}
+            << "an ablation is zero (output 0) or uniform";
+        QTest::newRow("lens past the text")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--lens-at", "40"}
+            << "lens position 40 is outside the text's";
         QTest::newRow("unknown option") << QStringList{"inspect", "--colour"}
                                         << "unknown option --colour";
         QTest::newRow("unknown command") << QStringList{"explain"} << "unknown command 'explain'";
@@ -200,6 +221,48 @@ private Q_SLOTS:
         QVERIFY(run.exitCode != 0);
         QVERIFY2(run.err.contains(message), qPrintable(run.err));
         QCOMPARE(run.err.count('\n'), 1);
+    }
+
+    // Overrides and ablations on the command line: the JSON names them in order, measures what
+    // they change at every token, and carries the logit lens.
+    void overridesAblationsAndTheLensInTheJson() {
+        const QString out = dir_.filePath("overrides.json");
+        auto run = runRelulens({"inspect", "--model", tinyModel(), "--text", kText, "--override", "1=relu_len",
+                                "--override", "0:1=sparsemax", "--ablate", "1:0=uniform", "--lens-at", "2",
+                                "--json", out});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.err));
+        QVERIFY(run.out.contains("override 1=relu_len\noverride 0:1=sparsemax\noverride 1:0=uniform\n"));
+        QVERIFY(run.out.contains("NOT the variants it was trained with"));
+        QVERIFY(run.out.contains("effect   text loss"));
+        QVERIFY(run.out.contains("lens     after"));
+        std::ifstream in(out.toStdString());
+        const json j = json::parse(in);
+        const auto& overrides = j["run"]["overrides"];
+        QCOMPARE(overrides.size(), size_t(3));
+        QCOMPARE(overrides[0]["layer"].get<int>(), 1);
+        QVERIFY(overrides[0]["head"].is_null());
+        QCOMPARE(overrides[0]["attention"]["variant"].get<std::string>(), std::string("relu_len"));
+        QCOMPARE(overrides[1]["head"].get<int>(), 1);
+        QCOMPARE(overrides[2]["ablation"].get<std::string>(), std::string("uniform"));
+        const size_t L = j["tokens"].size();
+        QCOMPARE(j["effect"]["kl"].size(), L - 1);
+        QCOMPARE(j["effect"]["delta_log_prob"].size(), L - 1);
+        double meanDelta = 0;
+        for (const auto& d : j["effect"]["delta_log_prob"]) meanDelta += d.get<double>() / double(L - 1);
+        // The loss change is minus the mean change in log-probability of the actual next tokens.
+        QVERIFY(std::abs((j["effect"]["loss"].get<double>() - j["effect"]["unchanged_loss"].get<double>()) + meanDelta) < 1e-6);
+        QCOMPARE(j["lens"]["layers"].size(), size_t(2));
+        QCOMPARE(j["lens"]["layers"][0]["next_token_probability"].size(), L - 1);
+        QCOMPARE(j["lens"]["top"][0]["position"].get<int>(), 2);
+        QCOMPARE(j["lens"]["top"][0]["layers"].size(), size_t(2));
+
+        // Without overrides there is no effect to report.
+        auto plain = runRelulens({"inspect", "--model", tinyModel(), "--text", kText, "--json", out, });
+        QVERIFY2(plain.exitCode == 0, qPrintable(plain.err));
+        std::ifstream again(out.toStdString());
+        const json k = json::parse(again);
+        QVERIFY(!k.contains("effect"));
+        QCOMPARE(k["run"]["overrides"].size(), size_t(0));
     }
 
     void corruptSafetensorsIsOneLine() {

@@ -3,20 +3,29 @@
 // exports are valid files, and `relulens render` draws the same image as the view.
 #include <QtTest>
 
+#include <QDockWidget>
+#include <QLabel>
+#include <QMenu>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
 #include <QSvgRenderer>
+#include <QToolButton>
 
 #include "qcustomplot.h"
 #include "test_support.h"
 #include "core/device.h"
+#include "ui/activation_controls.h"
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
 #include "ui/capture_access.h"
 #include "ui/sinks_view.h"
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
+#include "ui/effect_view.h"
+#include "ui/lens_view.h"
+#include "ui/colour_maps.h"
 #include "ui/main_window.h"
+#include "ui/override_menu.h"
 #include "ui/sparsity_view.h"
 #include "ui/token_text.h"
 
@@ -82,7 +91,7 @@ private Q_SLOTS:
     }
 
     void everyViewRenders() {
-        QCOMPARE(window_->views().size(), 8);
+        QCOMPARE(window_->views().size(), 10);
         for (auto* view : window_->views()) {
             const QImage image = view->renderImage(1.0);
             QVERIFY2(distinctColours(image) > 20, qPrintable(view->viewName()));
@@ -111,6 +120,107 @@ private Q_SLOTS:
         QCOMPARE(inference_->reuseCount(), reused + 1);
         QCOMPARE(state_->result()->run.attention.kind, relulens::core::AttentionKind::Softmax);
         QVERIFY(torch::equal(state_->result()->maps->weights(0, 0), oldWeights));
+    }
+
+    // A right-click menu sets one head's or one layer's activation, or switches a head off; the
+    // overrides show beside the selectors and clear with one click.
+    void overridesFromTheMenuRecomputeAndClear() {
+        using relulens::core::AttentionKind;
+        QCOMPARE(state_->result()->run.attention.kind, AttentionKind::Softmax);
+        const auto softmaxHead = state_->result()->maps->weights(1, 1).clone();
+        auto trigger = [&](int layer, int head, const char* action) {
+            QMenu* menu = overrideMenu(state_, layer, head, nullptr);
+            auto* chosen = menu->findChild<QAction*>(action);
+            QVERIFY2(chosen, action);
+            chosen->trigger();
+            delete menu;
+        };
+        trigger(1, 0, "head:relu_len");
+        QVERIFY(waitForResult());
+        auto result = state_->result();
+        QCOMPARE(result->run.overrides.size(), size_t(1));
+        QCOMPARE(QString::fromStdString(result->run.overrides[0].label()), QString("1:0=relu_len"));
+        // Head 0 of layer 1 now has exact zeros (ReLU ÷ n); its neighbour is still softmax.
+        const auto L = int64_t(result->tokens.size());
+        const auto visible = torch::tril(torch::ones({L, L})).to(torch::kBool);
+        QVERIFY((result->maps->weights(1, 0) == 0).logical_and(visible).any().item<bool>());
+        QVERIFY(torch::equal(result->maps->weights(1, 1), softmaxHead));
+        QVERIFY(result->effect);  // the loss with and without, in the status bar
+        auto* label = window_->controls()->findChild<QLabel*>("overridesLabel");
+        QVERIFY(label && label->isVisible());
+        QCOMPARE(label->text(), QString("Overrides: layer 1 head 0: ReLU ÷ n"));
+
+        // The Effect view names the change and draws one bar per predicted token.
+        auto* effect = window_->view("effect");
+        QVERIFY(effect);
+        effect->refresh();
+        QVERIFY2(static_cast<EffectView*>(effect)->heading().contains(
+                     QString("text loss %1 → %2 nats").arg(result->effect->unchangedLoss, 0, 'f', 3)
+                         .arg(result->effect->loss, 0, 'f', 3)),
+                 qPrintable(static_cast<EffectView*>(effect)->heading()));
+        QCOMPARE(effect->csv().count('\n'), int(L - 1) + 2);
+        effect->renderImage(1.0).save(screenshotDir() + "/effect.png");
+
+        trigger(0, 1, "zero");
+        QVERIFY(waitForResult());
+        QCOMPARE(state_->result()->run.overrides.size(), size_t(2));
+        QCOMPARE(state_->result()->maps->weights(0, 1).abs().max().item<double>(), 0.0);
+
+        auto* clear = window_->controls()->findChild<QToolButton*>("clearOverrides");
+        QVERIFY(clear && clear->isVisible());
+        clear->click();
+        QVERIFY(waitForResult());
+        QVERIFY(state_->result()->run.overrides.empty());
+        QVERIFY(!state_->result()->effect);
+        QVERIFY(!label->isVisible());
+        QVERIFY(torch::equal(state_->result()->maps->weights(1, 1), softmaxHead));
+    }
+
+    // The logit lens view draws the capture's lens, and lists each layer's top next tokens after
+    // the selected token; after the last layer they are the model's own predictions.
+    void lensViewShowsEachLayersPrediction() {
+        // Computed only while a Lens view is on screen: raising its tab recomputes with it.
+        window_->findChild<QDockWidget*>("sparsityDock")->raise();
+        QVERIFY(!state_->lensWanted());
+        state_->setText(kText + " Mr.");
+        QVERIFY(waitForResult());
+        QVERIFY(!state_->result()->lens);
+        auto* dock = window_->findChild<QDockWidget*>("lensDock");
+        QVERIFY(dock);
+        dock->raise();
+        QVERIFY(waitForResult());
+        auto result = state_->result();
+        QVERIFY(result->lens);
+        auto* lens = static_cast<LensView*>(window_->view("lens"));
+        // Each cell is drawn in the colour scale's colour for p(actual next token) after its layer.
+        const int layers = int(result->model.nLayers);
+        QCOMPARE(int(result->lens->nextTokenProbability.size(0)), layers);
+        auto gradient = viridisGradient();
+        for (int l = 0; l < layers; ++l) {
+            for (int token : {0, 2, 5, int(result->tokens.size()) - 2}) {
+                const double p = result->lens->nextTokenProbability[l][token].item<double>();
+                const QColor expected = QColor::fromRgb(gradient.color(p, QCPRange(0, 1)));
+                const QColor drawn = lens->drawnColour(l, token);
+                const int off = std::abs(drawn.red() - expected.red()) + std::abs(drawn.green() - expected.green()) +
+                                std::abs(drawn.blue() - expected.blue());
+                QVERIFY2(off <= 9, qPrintable(QString("layer %1 token %2: p %3 drawn %4 expected %5")
+                                                  .arg(l).arg(token).arg(p).arg(drawn.name(), expected.name())));
+            }
+        }
+        state_->setQueryToken(4);
+        const QStringList lines = lens->topLines();
+        QCOMPARE(lines.size(), layers);
+        const auto& predicted = result->predictions[4][0];
+        QVERIFY2(lines.back().startsWith(QString("after layer %1:  %2 %3").arg(layers - 1)
+                                             .arg(QString::fromStdString(predicted.readable))
+                                             .arg(predicted.probability, 0, 'f', 3)),
+                 qPrintable(lines.back()));
+        lens->renderImage(1.0).save(screenshotDir() + "/lens.png");
+        state_->setQueryToken(-1);
+        window_->findChild<QDockWidget*>("sparsityDock")->raise();
+        QVERIFY(!state_->lensWanted());
+        state_->setText(kText);
+        QVERIFY(waitForResult());
     }
 
     void selectionChangesDoNotRecompute() {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/capture.h"
+#include "core/lens.h"
 #include "core/hf_checkpoint.h"
 #include "core/llama2c.h"
 #include "core/model_folder.h"
@@ -39,6 +40,7 @@ RunSpec runOf(const json& run) {
     RunSpec spec;
     spec.attention.kind = *parseAttentionKind(run["attention"].get<std::string>());
     spec.ffn = *parseFfnKind(run["ffn"].get<std::string>());
+    spec.overrides = relulens::test::overridesFromJson(run.value("overrides", json::array()));
     return spec;
 }
 
@@ -122,19 +124,33 @@ private Q_SLOTS:
         const auto ids = c["ids"].get<std::vector<int64_t>>();
         const int64_t L = int64_t(ids.size());
         const auto input = torch::tensor(ids).view({1, L});
-        QCOMPARE(c["runs"].size(), size_t(11));  // the papers' variants and the seven later ones
+        // the papers' variants, the seven later ones, and softmax with per-layer and per-head
+        // overrides and ablations
+        QCOMPARE(c["runs"].size(), size_t(12));
         for (const auto& run : c["runs"]) {
             const RunSpec spec = runOf(run);
-            const QByteArray label = QByteArray::fromStdString(run["attention"].get<std::string>() + " / " +
-                                                               run["ffn"].get<std::string>());
+            std::string name = run["attention"].get<std::string>() + " / " + run["ffn"].get<std::string>();
+            for (const auto& o : spec.overrides) name += " " + o.label();
+            const QByteArray label = QByteArray::fromStdString(name);
             torch::NoGradGuard noGrad;
             ForwardTrace trace;
             trace.options.weights = true;
             trace.options.ffn = true;
             trace.options.queriesKeys = true;
+            trace.options.residual = true;
             const auto logits = loaded->model->forward(input, spec, &trace)[0];
             const double logitError = maxDifference(logits, run["logits"]);
             QVERIFY2(logitError < 1e-4, label + " logits off by " + QByteArray::number(logitError));
+            // The logit lens through this family's final norm and output layer.
+            {
+                std::vector<torch::Tensor> afterLayer;
+                for (size_t l = 1; l < trace.layers.size(); ++l) afterLayer.push_back(trace.layers[l].residual[0]);
+                afterLayer.push_back(trace.finalResidual[0]);
+                const auto lens = logitLens(*loaded->model, afterLayer, ids, {-1}, 3, loaded->tokenizer);
+                QCOMPARE(lens.nextTokenProbability.size(0), int64_t(run["lens"].size()));
+                const double e = maxDifference(lens.nextTokenProbability, run["lens"]);
+                QVERIFY2(e < 1e-5, label + " lens off by " + QByteArray::number(e));
+            }
             for (const auto& map : run["maps"]) {
                 const int64_t layer = map["layer"], head = map["head"];
                 const double e = maxDifference(trace.layers[size_t(layer)].weights[0][head], map["weights"]);
@@ -173,7 +189,7 @@ private Q_SLOTS:
                 layers.push_back({trace.layers[size_t(l)].q[0], trace.layers[size_t(l)].k[0],
                                   loaded->model->attentionGamma(l), loaded->model->info().window(l)});
             }
-            const AttentionMaps maps(layers, spec.attention, loaded->model->attentionScale());
+            const AttentionMaps maps(layers, spec, loaded->model->attentionScale());
             for (const auto& map : run["maps"]) {
                 const double e = maxDifference(maps.weights(map["layer"], map["head"]), map["weights"]);
                 QVERIFY2(e < 1e-5, label + " rebuilt map off by " + QByteArray::number(e));

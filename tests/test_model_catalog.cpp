@@ -1,10 +1,17 @@
 // Where the window looks for models: the bundled folder (or RELULENS_RESOURCES), then a user's
 // own models in ~/.local/share/relulens/models, listed after the bundled ones and not marked
-// bundled; folders without a valid config.json are skipped.
+// bundled; folders without a valid config.json are skipped. The list names each ReluLens
+// model's training length, and "trained variant" mode stays among siblings trained at the same
+// length.
 #include <QtTest>
 
 #include <QTemporaryDir>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "ui/app_state.h"
 #include "ui/model_catalog.h"
 #include "ui/resource_paths.h"
 
@@ -16,6 +23,31 @@ const QString kTinyConfig = QStringLiteral(RELULENS_TEST_DATA "/tiny/config.json
 
 bool copyConfig(const QString& folder) {
     return QDir().mkpath(folder) && QFile::copy(kTinyConfig, folder + "/config.json");
+}
+
+// The bundled models as the model card lists them (resources/models/results.json).
+QStringList cardModels() {
+    std::ifstream in((ResourcePaths::resourcesDir() + "/models/results.json").toStdString());
+    QStringList names;
+    if (!in) return names;
+    const auto card = nlohmann::json::parse(in);
+    for (const auto& m : card["models"]) {
+        names << QString::fromStdString(m["name"].get<std::string>());
+    }
+    return names;
+}
+
+const ModelEntry* named(const QVector<ModelEntry>& catalog, const QString& name) {
+    for (const auto& m : catalog) {
+        if (m.bundled && m.name == name) return &m;
+    }
+    return nullptr;
+}
+
+relulens::core::RunSpec attention(relulens::core::AttentionKind kind) {
+    relulens::core::RunSpec run;
+    run.attention.kind = kind;
+    return run;
 }
 
 }  // namespace
@@ -61,11 +93,46 @@ private Q_SLOTS:
                      qPrintable(m.folder));
             if (m.folder == userModels + "/my-model") mine = &m;
         }
-        QCOMPARE(bundled, 8);
+        const QStringList card = cardModels();
+        QVERIFY(card.size() >= 11);
+        QCOMPARE(bundled, card.size());  // every model the card describes, and no other
         QVERIFY(mine);
         QCOMPARE(mine->name, QString("tiny"));
         QVERIFY(!mine->bundled);
         QCOMPARE(catalog.size(), bundled + 1);
+    }
+
+    void longModelsNameTheirTrainingLength() {
+        const auto catalog = ModelCatalog::scanDefault();
+        for (const char* name : {"long-softmax", "long-relu-len", "long-reluformer"}) {
+            const auto* m = named(catalog, name);
+            QVERIFY2(m, name);
+            QCOMPARE(m->label(), QString("%1 — trained at 1,024 tokens").arg(name));
+        }
+        QCOMPARE(named(catalog, "softmax")->label(), QString("softmax — trained at 256 tokens"));
+    }
+
+    void trainedVariantModeStaysAtTheOpenModelsTrainingLength() {
+        using relulens::core::AttentionKind;
+        const auto catalog = ModelCatalog::scanDefault();
+        const auto* relu1024 = ModelCatalog::trainedWith(catalog, attention(AttentionKind::ReluLen), 1024);
+        const auto* relu256 = ModelCatalog::trainedWith(catalog, attention(AttentionKind::ReluLen), 256);
+        QVERIFY(relu1024 && relu256);
+        QCOMPARE(relu1024->name, QString("long-relu-len"));
+        QCOMPARE(relu256->name, QString("relu-len"));
+        // No sigmoid model was trained at 1,024 tokens: the one trained at 256 is used.
+        const auto* sigmoid = ModelCatalog::trainedWith(catalog, attention(AttentionKind::Sigmoid), 1024);
+        QVERIFY(sigmoid);
+        QCOMPARE(sigmoid->name, QString("sigmoid"));
+
+        AppState state;
+        state.setCatalog(catalog);
+        state.setModelFolder(named(catalog, "long-softmax")->folder);
+        state.setMode(VariantMode::TrainedVariant);
+        state.setRun(attention(AttentionKind::ReluFormer));
+        QCOMPARE(state.effectiveFolder(), named(catalog, "long-reluformer")->folder);
+        state.setModelFolder(named(catalog, "softmax")->folder);
+        QCOMPARE(state.effectiveFolder(), named(catalog, "reluformer")->folder);
     }
 
     void resourcesVariableReplacesTheBundledFolder() {

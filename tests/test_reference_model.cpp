@@ -8,6 +8,7 @@
 
 #include "core/capture.h"
 #include "core/checkpoint.h"
+#include "core/transformer.h"
 #include "test_support.h"
 
 using namespace relulens::core;
@@ -23,7 +24,14 @@ RunSpec specFromJson(const json& j) {
     run.attention.ssmaxSigma = j.value("sigma", AttentionSpec::kDefaultSsmaxSigma);
     if (j.contains("h")) run.attention.h = *parseFamilyFunction(j["h"].get<std::string>());
     run.ffn = *parseFfnKind(j["ffn"].get<std::string>());
+    run.overrides = relulens::test::overridesFromJson(j.value("overrides", json::array()));
     return run;
+}
+
+std::string describe(const RunSpec& run) {
+    std::string out = run.attention.label() + " / " + ffnKindName(run.ffn);
+    for (const auto& o : run.overrides) out += " " + o.label();
+    return out;
 }
 
 double maxDifference(const torch::Tensor& actual, const std::vector<double>& expected) {
@@ -51,11 +59,10 @@ private Q_SLOTS:
         const int64_t L = int64_t(ids.size());
         const int64_t mapLayer = reference_["map_layer"], mapHead = reference_["map_head"];
         const int64_t slotLayer = reference_["slot_layer"], slotToken = reference_["slot_token"];
-        QCOMPARE(reference_["runs"].size(), size_t(19));
+        QCOMPARE(reference_["runs"].size(), size_t(23));
         for (const auto& run : reference_["runs"]) {
             const RunSpec spec = specFromJson(run["spec"]);
-            const QByteArray label = QByteArray::fromStdString(spec.attention.label() + " / " +
-                                                               ffnKindName(spec.ffn));
+            const QByteArray label = QByteArray::fromStdString(describe(spec));
             torch::NoGradGuard noGrad;
             ForwardTrace trace;
             trace.options.weights = true;
@@ -78,6 +85,116 @@ private Q_SLOTS:
             }
             const auto slotValues = trace.layers[size_t(slotLayer)].slotActivations[0][slotToken];
             QVERIFY2(maxDifference(slotValues, run["slots"]) < 1e-5, label + " slot activations");
+        }
+    }
+
+    // What overrides and ablations change at each token, against the NumPy reference's own
+    // forward passes with and without them.
+    void theEffectOfOverridesMatchesTheReference() {
+        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+        QVERIFY(loaded.ok());
+        int checked = 0;
+        for (const auto& run : reference_["runs"]) {
+            if (!run.contains("effect")) continue;
+            CaptureRequest request;
+            request.run = specFromJson(run["spec"]);
+            request.diagnostics = false;
+            request.effect = true;
+            const QByteArray label = QByteArray::fromStdString(describe(request.run));
+            auto result = capture(*loaded->model, loaded->tokenizer, reference_["text"], request);
+            QVERIFY2(result.ok(), result.ok() ? "" : result.error().c_str());
+            QVERIFY(result->effect);
+            QVERIFY(!result->trainedWithRun);
+            const auto& expected = run["effect"];
+            const auto delta = expected["delta_log_prob"].get<std::vector<double>>();
+            const auto kl = expected["kl"].get<std::vector<double>>();
+            QCOMPARE(result->effect->deltaLogProb.size(), delta.size());
+            for (size_t i = 0; i < delta.size(); ++i) {
+                QVERIFY2(std::abs(result->effect->deltaLogProb[i] - delta[i]) < 2e-4, label + " Δ log p");
+                QVERIFY2(std::abs(result->effect->kl[i] - kl[i]) < 2e-4, label + " KL");
+            }
+            QVERIFY2(std::abs(result->effect->loss - expected["loss"].get<double>()) < 1e-4, label);
+            QVERIFY2(std::abs(result->effect->unchangedLoss - expected["unchanged_loss"].get<double>()) < 1e-4, label);
+            ++checked;
+        }
+        QCOMPARE(checked, 4);
+
+        // Nothing overridden: the two passes are the same pass, and nothing changes.
+        CaptureRequest plain;
+        plain.diagnostics = false;
+        plain.effect = true;
+        auto unchanged = capture(*loaded->model, loaded->tokenizer, reference_["text"], plain);
+        QVERIFY(unchanged.ok() && unchanged->effect);
+        for (size_t i = 0; i < unchanged->effect->kl.size(); ++i) {
+            QCOMPARE(unchanged->effect->deltaLogProb[i], 0.0);
+            QCOMPARE(unchanged->effect->kl[i], 0.0);
+        }
+        QCOMPARE(unchanged->effect->loss, unchanged->effect->unchangedLoss);
+    }
+
+    void theLogitLensMatchesTheReference() {
+        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+        QVERIFY(loaded.ok());
+        CaptureRequest request;
+        request.run = specFromJson(reference_["lens"]["spec"]);
+        request.lens = true;
+        request.lensPositions = {-1, 3};
+        request.topK = 5;
+        auto result = capture(*loaded->model, loaded->tokenizer, reference_["text"], request);
+        QVERIFY2(result.ok(), result.ok() ? "" : result.error().c_str());
+        QVERIFY(result->lens);
+        const auto& expected = reference_["lens"]["next_token_probability"];
+        const auto& p = result->lens->nextTokenProbability;
+        QCOMPARE(p.size(0), int64_t(expected.size()));
+        for (int64_t l = 0; l < p.size(0); ++l) {
+            QVERIFY2(maxDifference(p[l], expected[size_t(l)].get<std::vector<double>>()) < 1e-5,
+                     qPrintable(QString("lens layer %1").arg(l)));
+        }
+        // The last layer's lens is the model's own prediction.
+        const auto L = result->tokens.size();
+        QCOMPARE(result->lens->top.size(), size_t(2));
+        QCOMPARE(result->lens->top[0].position, int64_t(L - 1));
+        QCOMPARE(result->lens->top[1].position, int64_t(3));
+        const auto& last = result->lens->top[0].layers.back();
+        QCOMPARE(last.size(), result->predictions.back().size());
+        for (size_t k = 0; k < last.size(); ++k) {
+            QCOMPARE(last[k].id, result->predictions.back()[k].id);
+            QVERIFY(std::abs(last[k].probability - result->predictions.back()[k].probability) < 1e-6);
+        }
+        request.lensPositions = {int64_t(L)};
+        auto outside = capture(*loaded->model, loaded->tokenizer, reference_["text"], request);
+        QVERIFY(!outside.ok());
+        QVERIFY(QString::fromStdString(outside.error()).contains("outside the text"));
+    }
+
+    // A model whose second layer adds nothing (its attention output and FFN output weights and
+    // bias are zero): the stream after layer 1 is the stream after layer 0, so the lens reads the
+    // same there, and it differs on the unmodified model.
+    void theLensIsConstantWhereLayersAddNothing() {
+        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+        QVERIFY(loaded.ok());
+        const auto* transformer = dynamic_cast<const Transformer*>(loaded->model.get());
+        QVERIFY(transformer);
+        TensorMap tensors;
+        for (const auto& [name, t] : transformer->tensors()) tensors[name] = t.detach().clone();
+        for (const char* name : {"layers.1.attn.wo", "layers.1.ffn.w2", "layers.1.ffn.b2"}) {
+            QVERIFY2(tensors.count(name), name);
+            tensors[name].zero_();
+        }
+        const auto silent = Transformer::fromTensors(transformer->config(), tensors);
+        CaptureRequest request;
+        request.lens = true;
+        request.diagnostics = false;
+        for (const LanguageModel* model : std::vector<const LanguageModel*>{&silent, loaded->model.get()}) {
+            auto result = capture(*model, loaded->tokenizer, reference_["text"], request);
+            QVERIFY(result.ok() && result->lens);
+            const auto& p = result->lens->nextTokenProbability;
+            const double difference = (p[0] - p[1]).abs().max().item<double>();
+            if (model == &silent) {
+                QCOMPARE(difference, 0.0);
+            } else {
+                QVERIFY2(difference > 1e-3, "the unmodified model's second layer changes the lens");
+            }
         }
     }
 

@@ -7,9 +7,30 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/torch_include.h"
+#include "core/variants.h"
 
 namespace relulens::test {
+
+// The per-layer and per-head overrides of a NumPy reference run (tests/reference/*.py):
+// [{"layer": L, "head": H (absent: the whole layer), "attention": V | "ablate": zero|uniform}].
+inline std::vector<core::AttentionOverride> overridesFromJson(const nlohmann::json& list) {
+    std::vector<core::AttentionOverride> out;
+    for (const auto& o : list) {
+        core::AttentionOverride entry;
+        entry.layer = o["layer"];
+        entry.head = o.value("head", int64_t(-1));
+        if (o.contains("ablate")) {
+            entry.ablation = o["ablate"] == "zero" ? core::Ablation::Zero : core::Ablation::Uniform;
+        } else {
+            entry.spec.kind = *core::parseAttentionKind(o["attention"].get<std::string>());
+        }
+        out.push_back(entry);
+    }
+    return out;
+}
 
 inline std::string dataPath(const std::string& name) {
     return std::string(RELULENS_TEST_DATA) + "/" + name;

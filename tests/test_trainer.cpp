@@ -154,6 +154,26 @@ private Q_SLOTS:
         for (int i = 0; i < 40; ++i) nll -= logp[i][tokens[size_t(i + 1)]].item<double>();
         QVERIFY(std::abs((*result)[1].loss - nll / 40) < 1e-5);
         QVERIFY(std::abs((*result)[1].perplexity / std::exp(nll / 40) - 1.0) < 1e-4);
+        QCOMPARE((*result)[1].standardError, 0.0);  // one window: no spread to measure
+
+        // Context 20: two windows, each scored alone. With two values the standard error of
+        // their mean is half their difference (s = |a − b| / √2, s / √2).
+        double windowLoss[2] = {0, 0};
+        for (int w = 0; w < 2; ++w) {
+            auto windowLogits = loaded->model->forward(ids.narrow(0, 20 * w, 20).view({1, 20}),
+                                                       loaded->model->info().trained)[0];
+            auto windowLogp = torch::log_softmax(windowLogits, -1);
+            for (int i = 0; i < 20; ++i) {
+                windowLoss[w] -= windowLogp[i][tokens[size_t(20 * w + i + 1)]].item<double>() / 20;
+            }
+        }
+        const auto& twenty = (*result)[0];
+        QCOMPARE(twenty.windowLosses.size(), size_t(2));
+        QVERIFY(std::abs(twenty.windowLosses[0] - windowLoss[0]) < 1e-5);
+        QVERIFY(std::abs(twenty.windowLosses[1] - windowLoss[1]) < 1e-5);
+        QVERIFY(std::abs(twenty.loss - (windowLoss[0] + windowLoss[1]) / 2) < 1e-5);
+        QVERIFY(std::abs(windowLoss[0] - windowLoss[1]) > 1e-3);  // a spread to measure
+        QVERIFY(std::abs(twenty.standardError - std::abs(windowLoss[0] - windowLoss[1]) / 2) < 1e-5);
     }
 };
 

@@ -1,6 +1,8 @@
 #include "ui/activation_controls.h"
 
 #include <QComboBox>
+#include <QMenu>
+#include <QToolButton>
 #include <QDoubleSpinBox>
 #include <QStandardItemModel>
 #include <QHBoxLayout>
@@ -9,25 +11,11 @@
 #include <QSpinBox>
 
 #include "ui/app_state.h"
+#include "ui/override_menu.h"
 
 namespace relulens::ui {
 
 namespace {
-
-QString attentionLabel(core::AttentionKind kind) {
-    switch (kind) {
-        case core::AttentionKind::Relu: return "ReLU";
-        case core::AttentionKind::ReluLen: return "ReLU ÷ n";
-        case core::AttentionKind::ReluFormer: return "ReLUFormer";
-        case core::AttentionKind::Family: return "family h(s) ÷ nᵃ";
-        case core::AttentionKind::Sigmoid: return "sigmoid σ(s + b)";
-        case core::AttentionKind::Softmax1: return "softmax₁ (off by one)";
-        case core::AttentionKind::Entmax15: return "1.5-entmax";
-        case core::AttentionKind::Ssmax: return "scalable softmax";
-        case core::AttentionKind::StickBreaking: return "stick-breaking";
-        default: return QString::fromStdString(core::attentionKindName(kind));
-    }
-}
 
 // A heading in a combo box's list that cannot be chosen.
 void addHeading(QComboBox* box, const QString& title) {
@@ -130,7 +118,25 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     layout->addWidget(layer_);
     layout->addWidget(caption("Head", this));
     layout->addWidget(head_);
+    overrides_ = new QLabel(this);
+    overrides_->setObjectName("overridesLabel");
+    overrides_->setToolTip("What differs from the attention chosen for the whole model.\n"
+                           "Right-click a head (head grid, sparsity, layer or head box) to change it.");
+    clearOverrides_ = new QToolButton(this);
+    clearOverrides_->setObjectName("clearOverrides");
+    clearOverrides_->setText("Clear");
+    clearOverrides_->setToolTip("Clear every per-layer and per-head override");
+    layout->addWidget(overrides_);
+    layout->addWidget(clearOverrides_);
     layout->addStretch();
+    connect(clearOverrides_, &QToolButton::clicked, state_, &AppState::clearOverrides);
+    for (QWidget* selector : {static_cast<QWidget*>(layer_), static_cast<QWidget*>(head_)}) {
+        selector->setContextMenuPolicy(Qt::CustomContextMenu);
+        connect(selector, &QWidget::customContextMenuRequested, this, [this, selector](const QPoint& at) {
+            if (!state_->result()) return;
+            overrideMenu(state_, state_->layer(), state_->head(), this)->popup(selector->mapToGlobal(at));
+        });
+    }
 
     auto run = [this] { if (!syncing_) pushRun(); };
     connect(attention_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
@@ -166,7 +172,7 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
 void ActivationControls::reloadModels() {
     syncing_ = true;
     model_->clear();
-    for (const auto& m : state_->catalog()) model_->addItem(m.name, m.folder);
+    for (const auto& m : state_->catalog()) model_->addItem(m.label(), m.folder);
     model_->addItem("Open model folder…", QString());
     syncing_ = false;
     syncFromState();
@@ -225,6 +231,10 @@ void ActivationControls::syncFromState() {
     }
     layer_->setValue(state_->layer());
     head_->setCurrentIndex(state_->head() + 1);
+    const bool overridden = !run.overrides.empty();
+    overrides_->setText("Overrides: " + overridesText(run));
+    overrides_->setVisible(overridden);
+    clearOverrides_->setVisible(overridden);
     syncing_ = false;
 }
 

@@ -1,6 +1,7 @@
 // The always-visible controls: model picker, attention variant (grouped: the papers' variants,
 // then the later ones; with family h and exponent a, sigmoid's bias, ssmax's sigma),
-// FFN variant, same-weights / trained-variant mode, layer and head. They edit the AppState and
+// FFN variant, same-weights / trained-variant mode, layer and head (right-click: per-layer and
+// per-head overrides), and the overrides in force with a button that clears them. They edit the AppState and
 // follow it when it changes elsewhere (shortcuts, clicks in views).
 #pragma once
 #include <QWidget>
@@ -10,6 +11,7 @@ class QDoubleSpinBox;
 class QSlider;
 class QSpinBox;
 class QLabel;
+class QToolButton;
 
 namespace relulens::ui {
 
@@ -44,6 +46,8 @@ private:
     QComboBox* mode_;
     QSpinBox* layer_;
     QComboBox* head_;
+    QLabel* overrides_;
+    QToolButton* clearOverrides_;
     bool syncing_ = false;
 };
 

@@ -28,8 +28,34 @@ void AppState::setModelFolder(const QString& folder) {
             std::find(choices.begin(), choices.end(), run_.ffn) == choices.end()) {
             run_.ffn = modelInfo_.trained.ffn;
         }
+        // Overrides naming a layer or head this model lacks are dropped.
+        auto& overrides = run_.overrides;
+        overrides.erase(std::remove_if(overrides.begin(), overrides.end(),
+                                       [&](const core::AttentionOverride& o) {
+                                           return o.layer >= modelInfo_.nLayers || o.head >= modelInfo_.nHeads;
+                                       }),
+                        overrides.end());
     }
     Q_EMIT inputChanged();
+}
+
+void AppState::setOverride(const core::AttentionOverride& entry) {
+    core::RunSpec run = run_;
+    auto& overrides = run.overrides;
+    overrides.erase(std::remove_if(overrides.begin(), overrides.end(),
+                                   [&](const core::AttentionOverride& o) {
+                                       return o.layer == entry.layer && o.head == entry.head;
+                                   }),
+                    overrides.end());
+    overrides.push_back(entry);
+    setRun(run);
+}
+
+void AppState::clearOverrides() {
+    if (run_.overrides.empty()) return;
+    core::RunSpec run = run_;
+    run.overrides.clear();
+    setRun(run);
 }
 
 void AppState::setRun(const core::RunSpec& runIn) {
@@ -41,6 +67,12 @@ void AppState::setRun(const core::RunSpec& runIn) {
     if (core::sameVariants(run, run_)) return;
     run_ = run;
     Q_EMIT inputChanged();
+}
+
+void AppState::setLensWanted(bool wanted) {
+    if (wanted == lensWanted_) return;
+    lensWanted_ = wanted;
+    if (wanted && result_ && !result_->lens) Q_EMIT inputChanged();
 }
 
 void AppState::setMode(VariantMode mode) {
@@ -59,7 +91,9 @@ void AppState::setCatalog(QVector<ModelEntry> catalog) { catalog_ = std::move(ca
 
 QString AppState::effectiveFolder() const {
     if (mode_ == VariantMode::TrainedVariant) {
-        if (const auto* sibling = ModelCatalog::trainedWith(catalog_, run_)) return sibling->folder;
+        const auto* open = ModelCatalog::byFolder(catalog_, modelFolder_);
+        const int64_t context = open ? open->trainingContext : 0;
+        if (const auto* sibling = ModelCatalog::trainedWith(catalog_, run_, context)) return sibling->folder;
     }
     return modelFolder_;
 }

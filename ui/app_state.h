@@ -34,8 +34,16 @@ public:
     // What config.json says of the chosen model (read when the folder is set).
     const core::ModelInfo& modelInfo() const { return modelInfo_; }
     void setRun(const core::RunSpec& run);
+    // A different attention (or an ablation) for one layer or one head, on top of the run's:
+    // replaces an earlier one for the same layer and head, and recomputes.
+    void setOverride(const core::AttentionOverride& entry);
+    void clearOverrides();
     void setMode(VariantMode mode);
     void setTauScale(double tau);
+    // Whether a view that shows the logit lens is open: only then does a pass compute it (turning
+    // it on recomputes when the shown result lacks it).
+    bool lensWanted() const { return lensWanted_; }
+    void setLensWanted(bool wanted);
 
     // The folder a forward pass uses: the chosen model, or in trained-variant mode the sibling
     // trained with the current variants (when one exists).
@@ -96,6 +104,7 @@ private:
     core::RunSpec run_;
     VariantMode mode_ = VariantMode::SameWeights;
     double tauScale_ = 0.1;
+    bool lensWanted_ = false;
     QVector<ModelEntry> catalog_;
     int layer_ = 0;
     int head_ = 0;

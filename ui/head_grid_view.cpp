@@ -1,5 +1,6 @@
 #include "ui/head_grid_view.h"
 
+#include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -10,6 +11,7 @@
 #include "ui/capture_access.h"
 #include "ui/colour_maps.h"
 #include "ui/map_jobs.h"
+#include "ui/override_menu.h"
 
 namespace relulens::ui {
 
@@ -182,6 +184,9 @@ void HeadGridView::mousePressEvent(QMouseEvent* event) {
     if (cell.x() < 0) return;
     state_->setLayer(cell.y());
     state_->setHead(cell.x());
+    if (event->button() == Qt::RightButton) {
+        overrideMenu(state_, cell.y(), cell.x(), this)->popup(event->globalPosition().toPoint());
+    }
 }
 
 QString HeadGridView::csv() const {

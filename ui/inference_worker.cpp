@@ -158,12 +158,23 @@ InferenceController::~InferenceController() {
 core::CaptureRequest InferenceController::captureRequestFor(const AppState& state) {
     // Maps are rebuilt on demand from queries and keys, so memory grows linearly with the
     // input: up to 16,384 tokens (a long chapter) can be inspected.
-    return core::viewerRequest(state.run(), state.tauScale());
+    core::CaptureRequest request = core::viewerRequest(state.run(), state.tauScale());
+    // With overrides, also what they change at every token (a second forward without them).
+    request.effect = !state.run().overrides.empty();
+    // The logit lens, every token's top next tokens after every layer, while a Lens view is
+    // open and for texts it reads at a glance; longer ones keep their fast continuation when
+    // typing at the end.
+    request.lens = state.lensWanted();
+    request.lensEveryPosition = true;
+    request.lensMaxTokens = kLensMaxTokens;
+    return request;
 }
 
 core::CaptureRequest InferenceController::comparisonRequestFor(const AppState& state) {
     core::CaptureRequest capture = captureRequestFor(state);
     capture.run = state.comparisonRun();
+    capture.effect = false;
+    capture.lens = false;
     capture.slotActivations = false;
     capture.topK = 1;
     return capture;
@@ -203,8 +214,11 @@ void InferenceController::cancel() {
 
 QString InferenceController::keyOf(const InferenceRequest& request) {
     const auto& run = request.capture.run;
+    std::string attention = run.attention.label();
+    for (const auto& o : run.overrides) attention += " " + o.label();
+    if (request.capture.lens) attention += " +lens";
     return QString("%1\n%2 %3 %4 %5\n%6")
-        .arg(request.folder, QString::fromStdString(run.attention.label()),
+        .arg(request.folder, QString::fromStdString(attention),
              QString::fromStdString(core::ffnKindName(run.ffn)))
         .arg(request.capture.tauScale, 0, 'g', 17)
         .arg(request.comparison ? QString::fromStdString(request.comparison->run.attention.label()) : QString())

@@ -76,6 +76,7 @@ private:
 class InferenceController : public QObject {
     Q_OBJECT
 public:
+    static constexpr int64_t kLensMaxTokens = 2048;  // the window's logit lens, up to this length
     explicit InferenceController(AppState* state, QObject* parent = nullptr);
     ~InferenceController() override;
 

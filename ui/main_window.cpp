@@ -82,7 +82,8 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
 
     // Maps on the right (tabbed: attention map, head grid, compare); statistics at the bottom
-    // (tabbed: sparsity, memory slots, diagnostics, sinks) with the predictions beside them.
+    // (tabbed: sparsity, memory slots, diagnostics, sinks, effect, lens) with the predictions
+    // beside them.
     QMap<QString, QDockWidget*> docks;
     for (const QString& name : viewNames()) {
         auto* view = createView(name, state_, this);
@@ -104,6 +105,10 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     tabifyDockWidget(docks["sparsity"], docks["memory"]);
     tabifyDockWidget(docks["sparsity"], docks["diagnostics"]);
     tabifyDockWidget(docks["sparsity"], docks["sinks"]);
+    tabifyDockWidget(docks["sparsity"], docks["effect"]);
+    tabifyDockWidget(docks["sparsity"], docks["lens"]);
+    // The lens is computed only while its tab is the one shown (or its dock floats open).
+    connect(docks["lens"], &QDockWidget::visibilityChanged, state_, &AppState::setLensWanted);
     docks["attention"]->raise();
     docks["sparsity"]->raise();
     QDockWidget* attentionDock = docks["attention"];
@@ -139,8 +144,15 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     connect(inference_, &InferenceController::computed, this, [this](double ms, const QString& device) {
         auto result = state_->result();
         const int tokens = result ? int(result->tokens.size()) : 0;
-        timing_->setText(ms > 0 ? QString("%1 tokens · %2 ms on %3").arg(tokens).arg(ms, 0, 'f', 1).arg(device)
-                                : QString("%1 tokens · a recent result, shown again").arg(tokens));
+        QString text = ms > 0 ? QString("%1 tokens · %2 ms on %3").arg(tokens).arg(ms, 0, 'f', 1).arg(device)
+                              : QString("%1 tokens · a recent result, shown again").arg(tokens);
+        if (result && result->effect && !result->effect->kl.empty()) {
+            // The text's own loss (mean NLL of its next tokens) without and with the overrides.
+            text += QString(" · text loss %1 → %2 nats with the overrides")
+                        .arg(result->effect->unchangedLoss, 0, 'f', 3)
+                        .arg(result->effect->loss, 0, 'f', 3);
+        }
+        timing_->setText(text);
     });
     connect(state_, &AppState::errorChanged, this, [this](const QString& message) {
         if (!message.isEmpty()) statusBar()->showMessage("⚠ " + message, 8000);

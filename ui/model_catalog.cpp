@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QLocale>
 
 #include "core/capture.h"
 #include "core/model_folder.h"
@@ -18,20 +19,30 @@ QVector<ModelEntry> ModelCatalog::scan(const QStringList& dirs) {
             const QString folder = dir.absoluteFilePath(sub);
             auto info = core::readModelConfig(folder.toStdString());
             if (!info) continue;
-            models.push_back({QString::fromStdString(info->name), folder, info->trained, d == 0});
+            ModelEntry entry{QString::fromStdString(info->name), folder, info->trained, d == 0};
+            if (info->family == "relulens") entry.trainingContext = info->contextLength;
+            models.push_back(entry);
         }
     }
     return models;
 }
 
+QString ModelEntry::label() const {
+    if (trainingContext <= 0) return name;
+    return QString("%1 — trained at %2 tokens").arg(name, QLocale(QLocale::English).toString(qlonglong(trainingContext)));
+}
+
 QVector<ModelEntry> ModelCatalog::scanDefault() { return scan(ResourcePaths::modelDirs()); }
 
 const ModelEntry* ModelCatalog::trainedWith(const QVector<ModelEntry>& models,
-                                            const core::RunSpec& run) {
+                                            const core::RunSpec& run, int64_t trainingContext) {
+    const ModelEntry* first = nullptr;
     for (const auto& m : models) {
-        if (core::sameVariants(m.trained, run)) return &m;
+        if (!core::sameVariants(m.trained, run)) continue;
+        if (m.trainingContext == trainingContext) return &m;
+        if (!first) first = &m;
     }
-    return nullptr;
+    return first;
 }
 
 const ModelEntry* ModelCatalog::byFolder(const QVector<ModelEntry>& models, const QString& folder) {

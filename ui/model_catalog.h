@@ -1,5 +1,7 @@
 // The models a user can pick: every folder with a config.json under the model directories,
-// by name, with the variants each was trained with (for "trained variant" mode).
+// by name, with the variants each was trained with and, for ReluLens's own models, the length
+// of text it was trained on (for "trained variant" mode, which stays among siblings trained at
+// the same length).
 #pragma once
 #include <QString>
 #include <QVector>
@@ -13,15 +15,23 @@ struct ModelEntry {
     QString folder;
     core::RunSpec trained;
     bool bundled = false;
+    // Tokens per training sequence for models ReluLens trained; 0 for other families, whose
+    // config gives a position limit, not what they were trained at.
+    int64_t trainingContext = 0;
+
+    // What the model list shows, e.g. "long-softmax — trained at 1,024 tokens".
+    QString label() const;
 };
 
 class ModelCatalog {
 public:
     static QVector<ModelEntry> scan(const QStringList& dirs);
     static QVector<ModelEntry> scanDefault();
-    // The sibling trained with `run` (exact variant match), if any.
+    // The sibling trained with `run` (exact variant match), if any; among several, one trained
+    // at `trainingContext` tokens (the open model's), so that switching the variant of a
+    // model trained at 1,024 tokens stays among those trained at 1,024.
     static const ModelEntry* trainedWith(const QVector<ModelEntry>& models,
-                                         const core::RunSpec& run);
+                                         const core::RunSpec& run, int64_t trainingContext = 0);
     static const ModelEntry* byFolder(const QVector<ModelEntry>& models, const QString& folder);
 };
 

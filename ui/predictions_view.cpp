@@ -19,6 +19,10 @@ PredictionsView::PredictionsView(AppState* state, QWidget* parent)
     bars_ = new QCPBars(plot_->yAxis, plot_->xAxis);
     bars_->setBrush(QColor(60, 110, 190));
     bars_->setPen(Qt::NoPen);
+    // With overrides, the unchanged model's top-k below the changed one's.
+    unchangedBars_ = new QCPBars(plot_->yAxis, plot_->xAxis);
+    unchangedBars_->setBrush(QColor(150, 150, 150));
+    unchangedBars_->setPen(Qt::NoPen);
     plot_->yAxis->setRangeReversed(true);
     plot_->xAxis->setLabel("probability");
     connect(state_, &AppState::resultChanged, this, &PredictionsView::refresh);
@@ -48,11 +52,28 @@ void PredictionsView::refresh() {
         ticker->addTick(i, QString("%1  %2").arg(piece).arg(top[size_t(i)].probability, 0, 'f', 3));
     }
     bars_->setData(keys, values);
+    QVector<double> unchangedKeys, unchangedValues;
+    int rows = int(top.size());
+    const bool changed = result->effect && p < int(result->effect->unchangedPredictions.size());
+    if (changed) {
+        const auto& before = result->effect->unchangedPredictions[size_t(p)];
+        const int first = int(top.size()) + 1;  // one empty row between the two lists
+        for (int i = 0; i < int(before.size()); ++i) {
+            unchangedKeys << first + i;
+            unchangedValues << before[size_t(i)].probability;
+            maxP = std::max(maxP, before[size_t(i)].probability);
+            ticker->addTick(first + i, QString("%1  %2").arg(QString::fromStdString(before[size_t(i)].readable))
+                                           .arg(before[size_t(i)].probability, 0, 'f', 3));
+        }
+        rows = first + int(before.size());
+    }
+    unchangedBars_->setData(unchangedKeys, unchangedValues);
     plot_->yAxis->setTicker(ticker);
-    plot_->yAxis->setRange(-0.6, top.size() - 0.4);
+    plot_->yAxis->setRange(-0.6, rows - 0.4);
     plot_->xAxis->setRange(0, std::max(0.05, maxP * 1.1));
-    heading_->setText(QString("Next token after ‘%1’ (position %2)\n%3")
-                          .arg(tokenLabel(*result, p)).arg(p).arg(state_->provenance()));
+    heading_->setText(QString("Next token after ‘%1’ (position %2)\n%3%4")
+                          .arg(tokenLabel(*result, p)).arg(p).arg(state_->provenance())
+                          .arg(changed ? "\nblue: with the overrides; grey, below: without them" : ""));
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -1,5 +1,5 @@
 // Next-token top-k at the selected position (the last token when none is selected), as bars
-// with probabilities.
+// with probabilities; with overrides, the unchanged model's top-k below them.
 #pragma once
 #include "ui/exportable_view.h"
 
@@ -25,6 +25,7 @@ public Q_SLOTS:
 private:
     QCustomPlot* plot_;
     QCPBars* bars_;
+    QCPBars* unchangedBars_;
     QCPTextElement* heading_;
 };
 

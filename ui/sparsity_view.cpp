@@ -3,12 +3,14 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
 #include <QVBoxLayout>
 
 #include "qcustomplot.h"
 #include "ui/plot_helpers.h"
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
+#include "ui/override_menu.h"
 #include "ui/token_text.h"
 
 namespace relulens::ui {
@@ -53,6 +55,9 @@ SparsityView::SparsityView(AppState* state, QWidget* parent)
             head < state_->result()->model.nHeads) {
             state_->setLayer(layer);
             state_->setHead(head);
+            if (event->button() == Qt::RightButton) {
+                overrideMenu(state_, layer, head, this)->popup(event->globalPosition().toPoint());
+            }
         }
     });
     connect(state_, &AppState::resultChanged, this, &SparsityView::refresh);
@@ -82,7 +87,7 @@ void SparsityView::refresh() {
     auto result = state_->result();
     if (!result || result->layers.empty() || result->layers[0].attention.heads.empty()) return;
     const int layers = int(result->model.nLayers), heads = int(result->model.nHeads);
-    const auto rule = core::attentionSparsityRule(result->run.attention, result->tauScale);
+    const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers, result->model.nHeads, result->tauScale);
     const QString ruleText = rule.exactZero
         ? QStringLiteral("share of visible weights exactly 0")
         : QString("share of visible weights below τ = %1 / n_i").arg(result->tauScale);
@@ -149,7 +154,7 @@ QString SparsityView::csv() const {
     auto result = state_->result();
     if (!result) return QString();
     QString out = "layer,head,sparsity,sparsity_rule,entropy,row_mass,row_mass_std,top1_share,top1pct_share\n";
-    const auto rule = core::attentionSparsityRule(result->run.attention, result->tauScale);
+    const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers, result->model.nHeads, result->tauScale);
     const QString ruleText = rule.exactZero ? "exact zero" : QString("below %1/n_i").arg(result->tauScale);
     for (size_t l = 0; l < result->layers.size(); ++l) {
         const auto& heads = result->layers[l].attention.heads;

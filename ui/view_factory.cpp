@@ -3,7 +3,9 @@
 #include "ui/attention_map_view.h"
 #include "ui/compare_view.h"
 #include "ui/diagnostics_view.h"
+#include "ui/effect_view.h"
 #include "ui/head_grid_view.h"
+#include "ui/lens_view.h"
 #include "ui/memory_slots_view.h"
 #include "ui/predictions_view.h"
 #include "ui/sinks_view.h"
@@ -12,7 +14,8 @@
 namespace relulens::ui {
 
 QStringList viewNames() {
-    return {"attention", "heads", "compare", "sparsity", "memory", "predictions", "diagnostics", "sinks"};
+    return {"attention", "heads", "compare", "sparsity", "memory", "predictions", "diagnostics", "sinks",
+            "effect", "lens"};
 }
 
 ExportableView* createView(const QString& name, AppState* state, QWidget* parent) {
@@ -24,6 +27,8 @@ ExportableView* createView(const QString& name, AppState* state, QWidget* parent
     if (name == "memory") return new MemorySlotsView(state, parent);
     if (name == "diagnostics") return new DiagnosticsView(state, parent);
     if (name == "sinks") return new SinksView(state, parent);
+    if (name == "effect") return new EffectView(state, parent);
+    if (name == "lens") return new LensView(state, parent);
     return nullptr;
 }
 

@@ -264,7 +264,26 @@ def later_variant_row(row, variant):
     return out / out.sum()
 
 
-def forward(folder, ids, attention, ffn):
+# Per-layer and per-head overrides and an ablation (a head's own entry beats its layer's).
+OVERRIDES = [{"layer": 1, "attention": "relu_len"}, {"layer": 0, "head": 1, "attention": "sparsemax"},
+             {"layer": 1, "head": 0, "ablate": "zero"}, {"layer": 0, "head": 0, "ablate": "uniform"}]
+
+
+def head_variant(attention, overrides, layer, head):
+    """What head `head` of `layer` runs: (variant, ablation)."""
+    layer_wide = own = None
+    for o in overrides:
+        if o["layer"] == layer and "head" not in o:
+            layer_wide = o
+        if o["layer"] == layer and o.get("head") == head:
+            own = o
+    chosen = own or layer_wide
+    if chosen is None:
+        return attention, None
+    return (attention, chosen["ablate"]) if "ablate" in chosen else (chosen["attention"], None)
+
+
+def forward(folder, ids, attention, ffn, overrides=()):
     cfg = json.load(open(os.path.join(folder, "config.json")))
     w = read_folder(folder)
     fam = cfg["model_type"]
@@ -285,7 +304,7 @@ def forward(folder, ids, attention, ffn):
     x = w["model.embed_tokens.weight"][ids]
     if gemma:
         x = x * math.sqrt(H)  # exact sqrt(H) (HF's float32 run), not the bf16-rounded constant
-    maps, slots = [], None
+    maps, slots, after_layer = [], None, []
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps, gemma)
@@ -299,7 +318,14 @@ def forward(folder, ids, attention, ffn):
         heads = []
         for hq in range(nh):
             g = hq // (nh // nkv)  # GQA: repeat_interleave of kv heads
-            a = attention_weights(q[:, hq] @ k[:, g].T / math.sqrt(d), window, attention)
+            variant, ablation = head_variant(attention, overrides, l, hq)
+            a = attention_weights(q[:, hq] @ k[:, g].T / math.sqrt(d), window, variant)
+            if ablation == "zero":
+                a = np.zeros_like(a)
+            elif ablation == "uniform":  # 1 / n_i on every key the row sees
+                qi, kj = np.arange(L)[:, None], np.arange(L)[None, :]
+                vis = (kj <= qi) if window is None else (kj <= qi) & (kj > qi - window)
+                a = vis / vis.sum(axis=1, keepdims=True)
             heads.append(a @ v[:, g])
             if (l, hq) in ((0, 0), (1, nh - 1)):
                 maps.append({"layer": l, "head": hq, "weights": a.tolist()})
@@ -307,12 +333,22 @@ def forward(folder, ids, attention, ffn):
         h2 = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps, gemma)
         m = act(lin(h2, p + "mlp.gate_proj")) * lin(h2, p + "mlp.up_proj")
         x = x + lin(m, p + "mlp.down_proj")
+        after_layer.append(x)
         if l == 1:
             slots = {"layer": 1, "values": m.tolist()}
-    x = rms_norm(x, w["model.norm.weight"], eps, gemma)
     tied = cfg.get("tie_word_embeddings", gemma) or "lm_head.weight" not in w
-    logits = x @ w["model.embed_tokens.weight" if tied else "lm_head.weight"].T
-    return {"attention": attention, "ffn": ffn, "logits": logits.tolist(), "maps": maps, "slots": slots}
+    unembed = lambda s: rms_norm(s, w["model.norm.weight"], eps, gemma) @ \
+        w["model.embed_tokens.weight" if tied else "lm_head.weight"].T
+    logits = unembed(x)
+    # The logit lens: p(ids[i+1]) from the stream after each layer, through the final norm.
+    lens = []
+    for s in after_layer:
+        z = unembed(s)
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        lens.append([float(np.exp(logp[i, ids[i + 1]])) for i in range(L - 1)])
+    return {"attention": attention, "ffn": ffn, "overrides": list(overrides), "logits": logits.tolist(),
+            "maps": maps, "slots": slots, "lens": lens}
 
 
 # ---------------------------------------------------------------- self-check (second parser)
@@ -424,6 +460,7 @@ def main():
         runs = [forward(folder, ids, att, f) for att, f in
                 (("softmax", own), ("relu", own), ("relu_len", own), ("softmax", "relu")) +
                 tuple((v, own) for v in LATER_VARIANTS)]
+        runs.append(forward(folder, ids, "softmax", own, OVERRIDES))
         cases.append({"name": name, "folder": name, "ids": ids, "runs": runs})
     with open(os.path.join(args.out, "reference.json"), "w") as f:
         json.dump({"cases": cases}, f)

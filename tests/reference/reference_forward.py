@@ -3,8 +3,10 @@
 
 Writes tests/data/tiny_reference.json, against which test_reference_model checks the C++ engine:
 token ids from SentencePiece's own `spm_encode` tool, and for several attention/FFN variants the
-final logits, one head's attention map and some memory-slot activations. Shares no code with the
-C++ implementation. Run from the repository root:  python3 tests/reference/reference_forward.py
+final logits, one head's attention map and some memory-slot activations; for runs with per-layer
+or per-head overrides and head ablations, also what they change at every token against the same
+run without them; and the logit lens of the first run. Shares no code with the C++
+implementation. Run from the repository root:  python3 tests/reference/reference_forward.py
 """
 import json
 import math
@@ -38,6 +40,15 @@ SPECS = [
     {"attention": "ssmax", "ffn": "relu"},
     {"attention": "ssmax", "sigma": 1.2, "ffn": "relu"},
     {"attention": "stickbreaking", "ffn": "relu"},
+    # Overrides stack: a head's beats its layer's, and a later one an earlier one.
+    {"attention": "softmax", "ffn": "relu", "overrides": [{"layer": 1, "attention": "relu_len"}]},
+    {"attention": "softmax", "ffn": "relu",
+     "overrides": [{"layer": 0, "head": 1, "attention": "sparsemax"},
+                   {"layer": 1, "attention": "reluformer"},
+                   {"layer": 1, "head": 0, "attention": "sigmoid"}]},
+    {"attention": "relu_len", "ffn": "relu", "overrides": [{"layer": 1, "head": 1, "ablate": "zero"}]},
+    {"attention": "softmax", "ffn": "relu",
+     "overrides": [{"layer": 1, "head": 1, "ablate": "uniform"}, {"layer": 0, "head": 0, "ablate": "zero"}]},
 ]
 MAP_LAYER, MAP_HEAD = 1, 1
 SLOT_LAYER, SLOT_TOKEN = 0, 5
@@ -126,29 +137,53 @@ def rotary(x, base):
     return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], axis=-1)
 
 
-def attention_weights(s, spec, gamma):
+def head_plan(spec, layer, head):
+    """(variant spec, ablation) of one head: the run's variant unless an override names the
+    layer (any head) or this head; the head's own override wins, then the latest."""
+    layer_wide = own = None
+    for o in spec.get("overrides", []):
+        if o["layer"] != layer:
+            continue
+        if "head" not in o:
+            layer_wide = o
+        elif o["head"] == head:
+            own = o
+    chosen = own if own is not None else layer_wide
+    if chosen is None:
+        return spec, None
+    if "ablate" in chosen:
+        return spec, chosen["ablate"]
+    return {"attention": chosen["attention"]}, None
+
+
+def attention_weights(s, spec, gamma, layer=0):
     # s: (H, L, L) scores. Row i sees keys 0..i, n_i = i + 1. Loops written out per entry.
     H, L, _ = s.shape
     w = np.zeros_like(s)
-    v = spec["attention"]
     for h in range(H):
+        head_spec, ablation = head_plan(spec, layer, h)
+        v = head_spec["attention"]
         for i in range(L):
             n = i + 1
             row = s[h, i, :n]
-            if v == "softmax":
+            if ablation == "zero":
+                w[h, i, :n] = 0.0
+            elif ablation == "uniform":
+                w[h, i, :n] = 1.0 / n
+            elif v == "softmax":
                 w[h, i, :n] = softmax(row)
             elif v == "relu":
                 w[h, i, :n] = relu(row)
             elif v == "relu_len":
-                w[h, i, :n] = relu(row) / n ** spec["a"]
+                w[h, i, :n] = relu(row) / n ** head_spec.get("a", 1.0)
             elif v == "reluformer":
                 w[h, i, :n] = relu(row) / (gamma[h] * math.sqrt(n / 2.0))
             elif v == "family":
                 fn = {"relu": relu, "relu2": lambda x: relu(x) ** 2, "gelu": gelu,
-                      "softplus": softplus, "sigmoid": sigmoid}[spec["h"]]
-                w[h, i, :n] = fn(row) / n ** spec["a"]
+                      "softplus": softplus, "sigmoid": sigmoid}[head_spec["h"]]
+                w[h, i, :n] = fn(row) / n ** head_spec["a"]
             elif v == "sigmoid":
-                w[h, i, :n] = sigmoid(row + spec.get("bias", -math.log(n)))
+                w[h, i, :n] = sigmoid(row + head_spec.get("bias", -math.log(n)))
             elif v == "softpick":
                 e = np.expm1(row)
                 w[h, i, :n] = relu(e) / (np.abs(e).sum() + 1e-8)
@@ -160,7 +195,7 @@ def attention_weights(s, spec, gamma):
             elif v == "entmax15":
                 w[h, i, :n] = entmax_bisect(row, 1.5)
             elif v == "ssmax":
-                w[h, i, :n] = softmax(spec.get("sigma", 0.43) * math.log(n) * row)
+                w[h, i, :n] = softmax(head_spec.get("sigma", 0.43) * math.log(n) * row)
             elif v == "stickbreaking":
                 w[h, i, :n] = stick_breaking(row)
             else:
@@ -183,7 +218,7 @@ def forward(t, cfg, ids, spec):
         v = (h @ t[p + "attn.wv"].T).reshape(L, H, dh).transpose(1, 0, 2)
         q, k = rotary(q, cfg["rope_base"]), rotary(k, cfg["rope_base"])
         s = q @ k.transpose(0, 2, 1) / math.sqrt(dh)
-        w = attention_weights(s, spec, t[p + "attn.gamma"])
+        w = attention_weights(s, spec, t[p + "attn.gamma"], l)
         o = (w @ v).transpose(1, 0, 2).reshape(L, d)
         x = x + o @ t[p + "attn.wo"].T
         f = layer_norm(x, t[p + "ln2.weight"], t[p + "ln2.bias"], eps)
@@ -198,13 +233,36 @@ def forward(t, cfg, ids, spec):
             if ffn == "softmax_ln":
                 out = layer_norm(out, t[p + "ffn.ln.weight"], t[p + "ffn.ln.bias"], eps)
         x = x + out
+        capture.setdefault("after_layer", []).append(x.copy())
         if l == MAP_LAYER:
             capture["map"] = w[MAP_HEAD]
         if l == SLOT_LAYER:
             capture["slots"] = m[SLOT_TOKEN]
-    x = layer_norm(x, t["ln_f.weight"], t["ln_f.bias"], eps)
-    logits = x @ t["tok_emb.weight"].T
+    logits = unembed(t, cfg, x)
     return logits, capture
+
+
+def unembed(t, cfg, x):
+    x = layer_norm(x, t["ln_f.weight"], t["ln_f.bias"], cfg["norm_eps"])
+    return x @ t["tok_emb.weight"].T
+
+
+def log_softmax(x):
+    z = x - x.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def effect(changed, unchanged, ids):
+    """Per token i < L - 1: the change in log p(ids[i+1]) and KL(unchanged || changed)."""
+    p, q = log_softmax(changed), log_softmax(unchanged)
+    delta, kl = [], []
+    for i in range(len(ids) - 1):
+        delta.append(p[i, ids[i + 1]] - q[i, ids[i + 1]])
+        kl.append(float(np.sum(np.exp(q[i]) * (q[i] - p[i]))))
+    n = len(ids) - 1
+    return {"delta_log_prob": rounded(delta), "kl": rounded(kl),
+            "loss": -sum(p[i, ids[i + 1]] for i in range(n)) / n,
+            "unchanged_loss": -sum(q[i, ids[i + 1]] for i in range(n)) / n}
 
 
 def rounded(a):
@@ -218,19 +276,29 @@ def main():
                               input=TEXT.encode(), capture_output=True, check=True).stdout.decode()
     ids = [int(v) for v in ids_text.split()]
     runs = []
+    lens = None
     for spec in SPECS:
         logits, cap = forward(t, cfg, ids, spec)
         m = cap["map"]
-        runs.append({
+        run = {
             "spec": spec,
             "last_logits": rounded(logits[-1]),
             "first_logits": rounded(logits[0]),
             "map": [rounded(m[i, :i + 1]) for i in range(len(ids))],
             "slots": rounded(cap["slots"]),
-        })
+        }
+        if "overrides" in spec:
+            unchanged = {k: v for k, v in spec.items() if k != "overrides"}
+            run["effect"] = effect(logits, forward(t, cfg, ids, unchanged)[0], ids)
+        if lens is None:
+            # The logit lens of the first run: p(ids[i+1]) from each layer's residual stream.
+            lens = {"spec": spec, "next_token_probability": [
+                rounded([np.exp(log_softmax(unembed(t, cfg, x))[i, ids[i + 1]]) for i in range(len(ids) - 1)])
+                for x in cap["after_layer"]]}
+        runs.append(run)
         print(spec, "last-position argmax", int(np.argmax(logits[-1])), file=sys.stderr)
     out = {"text": TEXT, "ids": ids, "map_layer": MAP_LAYER, "map_head": MAP_HEAD,
-           "slot_layer": SLOT_LAYER, "slot_token": SLOT_TOKEN, "runs": runs}
+           "slot_layer": SLOT_LAYER, "slot_token": SLOT_TOKEN, "runs": runs, "lens": lens}
     with open(OUT, "w") as f:
         json.dump(out, f, ensure_ascii=False)
         f.write("\n")
