@@ -3,6 +3,7 @@
 // exports are valid files, and `relulens render` draws the same image as the view.
 #include <QtTest>
 
+#include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
 #include <QMenu>
@@ -27,6 +28,7 @@
 #include "ui/main_window.h"
 #include "ui/override_menu.h"
 #include "ui/sparsity_view.h"
+#include "ui/token_strip.h"
 #include "ui/token_text.h"
 
 using namespace relulens::ui;
@@ -160,6 +162,46 @@ private Q_SLOTS:
                  qPrintable(static_cast<EffectView*>(effect)->heading()));
         QCOMPARE(effect->csv().count('\n'), int(L - 1) + 2);
         effect->renderImage(1.0).save(screenshotDir() + "/effect.png");
+        // The token strip, coloured by the effect: the token whose next-token prediction changed
+        // most (largest KL) is drawn in the strongest colour, the last token (no next one) in the
+        // palest.
+        {
+            QComboBox* colouring = nullptr;
+            for (auto* box : window_->findChildren<QComboBox*>()) {
+                if (box->findText("colour tokens by: effect of the overrides (KL on the next token)") >= 0) colouring = box;
+            }
+            QVERIFY(colouring);
+            colouring->setCurrentIndex(colouring->findText("colour tokens by: effect of the overrides (KL on the next token)"));
+            auto* strip = window_->findChild<TokenStrip*>();
+            QVERIFY(strip);
+            const auto& kl = result->effect->kl;
+            const int most = int(std::max_element(kl.begin(), kl.end()) - kl.begin());
+            const QImage image = strip->grab().toImage();
+            auto fillOf = [&](int token) {
+                const QRect chip = strip->chipRect(token);
+                return image.pixelColor(chip.left() + 3, chip.top() + 3);
+            };
+            const QColor strongest = QColor::fromHsvF(0.6, 0.85, 0.75), palest = QColor::fromHsvF(0.6, 0.15, 1.0);
+            auto near = [](const QColor& a, const QColor& b) {
+                return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) + std::abs(a.blue() - b.blue()) <= 9;
+            };
+            QVERIFY2(near(fillOf(most), strongest), qPrintable(fillOf(most).name()));
+            QVERIFY2(near(fillOf(int(L) - 1), palest), qPrintable(fillOf(int(L) - 1).name()));
+            // and every other token in proportion to its KL: the least changed, and the one nearest
+            // half the largest
+            int least = 0, middle = 0;
+            for (int i = 0; i < int(kl.size()); ++i) {
+                if (kl[size_t(i)] < kl[size_t(least)]) least = i;
+                if (std::abs(kl[size_t(i)] / kl[size_t(most)] - 0.5) < std::abs(kl[size_t(middle)] / kl[size_t(most)] - 0.5)) middle = i;
+            }
+            for (int token : {least, middle}) {
+                const double v = kl[size_t(token)] / kl[size_t(most)];
+                const QColor proportional = QColor::fromHsvF(0.6, 0.15 + 0.7 * v, 1.0 - 0.25 * v);
+                QVERIFY2(near(fillOf(token), proportional), qPrintable(QString("token %1: %2, expected %3")
+                                                                         .arg(token).arg(fillOf(token).name(), proportional.name())));
+            }
+            colouring->setCurrentIndex(0);
+        }
 
         trigger(0, 1, "zero");
         QVERIFY(waitForResult());

@@ -60,10 +60,12 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     auto* colouring = new QComboBox(stripPanel);
     colouring->addItems({"colour tokens by: sparsity of the selected head",
                          "colour tokens by: entropy of the selected head",
-                         "colour tokens by: activation of the selected memory slot", "no colour"});
+                         "colour tokens by: activation of the selected memory slot",
+                         "colour tokens by: effect of the overrides (KL on the next token)", "no colour"});
     connect(colouring, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
         const TokenStrip::Colouring modes[] = {TokenStrip::Colouring::Sparsity, TokenStrip::Colouring::Entropy,
-                                               TokenStrip::Colouring::Slot, TokenStrip::Colouring::None};
+                                               TokenStrip::Colouring::Slot, TokenStrip::Colouring::Effect,
+                                               TokenStrip::Colouring::None};
         strip_->setColouring(modes[index]);
     });
     stripLayout->addWidget(colouring, 0, Qt::AlignLeft);

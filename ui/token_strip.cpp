@@ -104,6 +104,12 @@ void TokenStrip::paintEvent(QPaintEvent* event) {
             top = std::max(1e-6, values.max().item<double>());
         }
     }
+    if (colouring_ == Colouring::Effect && result->effect && !result->effect->kl.empty()) {
+        // Token i by what the overrides change in predicting the token after it.
+        values = torch::zeros({int64_t(result->tokens.size())}, torch::kFloat32);
+        for (size_t i = 0; i < result->effect->kl.size(); ++i) values[int64_t(i)] = float(result->effect->kl[i]);
+        top = std::max(1e-6, values.max().item<double>());
+    }
     if (values.defined()) values = values.contiguous();
     // Only the chips in the part being painted: a long text's strip scrolls, and drawing its
     // thousands of hidden chips stalled the window.

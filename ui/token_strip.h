@@ -12,7 +12,8 @@ class AppState;
 class TokenStrip : public QWidget {
     Q_OBJECT
 public:
-    enum class Colouring { None, Sparsity, Entropy, Slot };
+    // Effect: the KL divergence the overrides make in predicting the next token.
+    enum class Colouring { None, Sparsity, Entropy, Slot, Effect };
     explicit TokenStrip(AppState* state, QWidget* parent = nullptr);
     void setColouring(Colouring colouring);
     QSize sizeHint() const override;
