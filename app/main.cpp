@@ -82,6 +82,11 @@ commands:
       [--attention V --h H --a A --ffn V --tau T] [--override L[:H]=V] [--ablate L:H[=MODE]]
       [--width 1100 --height 850] [--scale S]
       [--force]
+      or every view of a saved scene, or of each step of a lesson (.relulens files):
+      (--scene FILE | --lesson FILE) --out DIR [--view V|all (default: the one each
+      scene shows)] [--format png|svg|pdf] [--width --height --scale] [--force]
+      files are named NAME-VIEW.png for a scene, step-01-VIEW.png ... for a lesson,
+      with each caption in NAME-caption.txt / step-01-caption.txt beside them
   bench             forward, capture, one map, toggle → redrawn views, text → PNG and peak
                     memory at several input lengths, against the machine's matmul floor
       [--model DIR (bundled softmax)] [--file TEXT] [--sizes 128 512 2048 8192]

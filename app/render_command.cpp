@@ -1,30 +1,185 @@
-// relulens render: any view rendered headless with the same widgets as the window.
+// relulens render: any view rendered headless with the same widgets as the window, for one
+// view given on the command line, or for every step of a saved scene or lesson.
 #include <QApplication>
+#include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include "app/commands.h"
 #include "app/gui.h"
+#include "core/atomic_file.h"
 #include "core/device.h"
+#include "core/scene.h"
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
-#include "ui/sparsity_view.h"
+#include "ui/model_catalog.h"
+#include "ui/scene_state.h"
 #include "ui/view_factory.h"
 
 namespace relulens::app {
+
+namespace {
+
+struct Frame {
+    int width = 1100, height = 850;
+    double scale = 1.0;
+};
+
+// One scene's views, each written to pathFor(view): the state is set from the scene, one pass
+// computes what the views need, and each view draws as it does in the window.
+core::Result<QString> renderScene(const core::Scene& scene, const QStringList& views,
+                                  const std::function<QString(const QString&)>& pathFor, const Frame& frame,
+                                  bool strict = false) {
+    ui::AppState state;
+    state.setCatalog(ui::ModelCatalog::scanDefault());
+    QString problem;
+    if (ui::sceneModelFolder(scene, state, &problem).isEmpty()) return core::Error{problem.toStdString()};
+    const QStringList notes = ui::applySceneInputs(scene, state);
+    for (const auto& note : notes) std::fprintf(stderr, "relulens: note: %s\n", qPrintable(note));
+    state.setLensWanted(views.contains("lens"));
+    ui::InferenceRequest request{1, state.effectiveFolder(), state.text().toStdString(),
+                                 ui::InferenceController::captureRequestFor(state),
+                                 ui::InferenceController::comparisonRequestFor(state)};
+    const bool mapsOnly = std::all_of(views.begin(), views.end(),
+                                      [](const QString& v) { return v == "attention" || v == "heads"; });
+    if (mapsOnly) {
+        // these views draw maps only: no diagnostics, slot activations or comparison
+        request.capture = core::mapsOnlyRequest(state.run());
+        request.comparison.reset();
+    }
+    auto response = ui::InferenceController::computeNow(request, terminalLoadOptions("auto"));
+    if (!response.result) return core::Error{response.error.toStdString()};
+    state.setResult(response.result, response.comparison, response.vocabulary);
+    const int64_t tokens = int64_t(response.result->tokens.size());
+    if (scene.query >= tokens) {
+        const std::string message = "the selected token " + std::to_string(scene.query) +
+                                    " is past the text's last token (" + std::to_string(tokens - 1) + ")";
+        if (strict) return core::Error{"--query: " + message};
+        std::fprintf(stderr, "relulens: note: %s; the last token is selected\n", message.c_str());
+    }
+    ui::applySceneSelection(scene, state);
+    for (const QString& name : views) {
+        std::unique_ptr<ui::ExportableView> view(ui::createView(name, &state));
+        view->resize(frame.width, frame.height);
+        view->setAttribute(Qt::WA_DontShowOnScreen);
+        view->show();
+        QApplication::processEvents();
+        if (auto* map = qobject_cast<ui::AttentionMapView*>(view.get())) ui::applySceneMap(scene, *map);
+        view->refresh();
+        QString error;
+        if (!view->exportTo(pathFor(name), frame.scale, &error)) return core::Error{error.toStdString()};
+    }
+    return state.provenance();
+}
+
+core::Result<Frame> frameFromArguments(const Arguments& args) {
+    auto width = args.integer("width", 1100), height = args.integer("height", 850);
+    if (!width || !height || *width < 200 || *height < 150 || *width > 10000 || *height > 10000) {
+        return core::Error{"--width and --height must be between 200×150 and 10000×10000"};
+    }
+    auto scale = args.number("scale", 1.0);
+    if (!scale || !(*scale > 0) || *scale > 8) return core::Error{"--scale must be in (0, 8]"};
+    return Frame{int(*width), int(*height), *scale};
+}
+
+void startOffscreen() {
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+}
+
+// relulens render --scene FILE | --lesson FILE --out DIR ...
+int renderSavedScenes(int argc, char** argv, const Arguments& args) {
+    if (args.has("scene") == args.has("lesson")) return fail("render takes one of --scene FILE and --lesson FILE");
+    if (!args.has("out")) return fail("render --scene/--lesson needs --out DIR");
+    if (args.has("model") || args.has("text") || args.has("file")) {
+        return fail("--model, --text and --file come from the scene; leave them out with --scene or --lesson");
+    }
+    const std::string format = args.value("format", "png");
+    if (format != "png" && format != "svg" && format != "pdf") return fail("--format must be png, svg or pdf");
+    auto frame = frameFromArguments(args);
+    if (!frame) return fail(frame.error());
+    const QString viewOption = QString::fromStdString(args.value("view"));
+    if (!viewOption.isEmpty() && viewOption != "all" && !ui::viewNames().contains(viewOption)) {
+        return fail("unknown view '" + viewOption.toStdString() + "' (views: all, " +
+                    ui::viewNames().join(", ").toStdString() + ")");
+    }
+    const bool lesson = args.has("lesson");
+    const QString file = QString::fromStdString(args.value(lesson ? "lesson" : "scene"));
+    const QString fileDir = QFileInfo(file).absolutePath();
+    std::vector<core::Scene> scenes;
+    QStringList prefixes;
+    if (lesson) {
+        auto read = core::readLessonFile(file.toStdString());
+        if (!read) return fail(read.error());
+        for (const auto& n : read->notes) std::fprintf(stderr, "relulens: note: %s\n", n.c_str());
+        for (size_t i = 0; i < read->value.steps.size(); ++i) {
+            scenes.push_back(ui::sceneFromFile(read->value.steps[i], fileDir));
+            prefixes << QString("step-%1").arg(i + 1, 2, 10, QChar('0'));
+        }
+    } else {
+        auto read = core::readSceneFile(file.toStdString());
+        if (!read) return fail(read.error());
+        for (const auto& n : read->notes) std::fprintf(stderr, "relulens: note: %s\n", n.c_str());
+        scenes.push_back(ui::sceneFromFile(read->value, fileDir));
+        prefixes << QFileInfo(file).completeBaseName();
+    }
+    // Every file to be written, checked before anything is computed.
+    std::vector<QStringList> viewsOf;
+    QStringList targets;
+    const QString out = QString::fromStdString(args.value("out"));
+    for (size_t i = 0; i < scenes.size(); ++i) {
+        QStringList views;
+        if (viewOption == "all") {
+            views = ui::viewNames();
+        } else {
+            const QString own = QString::fromStdString(scenes[i].view);
+            views << (!viewOption.isEmpty() ? viewOption : ui::viewNames().contains(own) ? own : "attention");
+        }
+        viewsOf.push_back(views);
+        for (const auto& v : views) targets << out + "/" + prefixes[int(i)] + "-" + v + "." + QString::fromStdString(format);
+        if (lesson || !scenes[i].caption.empty()) targets << out + "/" + prefixes[int(i)] + "-caption.txt";
+    }
+    if (!args.has("force")) {
+        for (const auto& t : targets) {
+            if (QFileInfo::exists(t)) return fail(t.toStdString() + " exists; add --force to replace the files");
+        }
+    }
+    if (!QDir().mkpath(out)) return fail(out.toStdString() + ": cannot create the folder");
+    startOffscreen();
+    QApplication app(argc, argv);
+    for (size_t i = 0; i < scenes.size(); ++i) {
+        const QString prefix = out + "/" + prefixes[int(i)];
+        auto drawn = renderScene(scenes[i], viewsOf[i],
+                                 [&](const QString& v) { return prefix + "-" + v + "." + QString::fromStdString(format); },
+                                 *frame);
+        if (!drawn) return fail((lesson ? "step " + std::to_string(i + 1) + ": " : std::string()) + drawn.error());
+        for (const auto& v : viewsOf[i]) std::printf("%s-%s.%s\n", qPrintable(prefix), qPrintable(v), format.c_str());
+        if (lesson || !scenes[i].caption.empty()) {
+            const std::string captionPath = (prefix + "-caption.txt").toStdString();
+            if (auto s = core::writeTextAtomically(captionPath, scenes[i].caption + "\n"); !s) return fail(s.error());
+            std::printf("%s\n", captionPath.c_str());
+        }
+    }
+    return 0;
+}
+
+}  // namespace
 
 int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
     auto args = Arguments::parse(argvRest, {{"model"}, {"text"}, {"file"}, {"view"}, {"layer"},
                                             {"head"}, {"query"}, {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"},
                                             {"ffn"}, {"override", true, true}, {"ablate", true, true},
                                             {"tau"}, {"width"}, {"height"}, {"scale"},
-                                            {"out"}, {"log", false}, {"force", false}});
+                                            {"out"}, {"log", false}, {"force", false},
+                                            {"scene"}, {"lesson"}, {"format"}});
     if (!args) return fail(args.error());
+    if (args->has("scene") || args->has("lesson")) return renderSavedScenes(argc, argv, *args);
     if (!args->has("model") || !args->has("view") || !args->has("out")) {
-        return fail("render needs --model DIR, --view NAME and --out FILE");
+        return fail("render needs --model DIR, --view NAME and --out FILE (or --scene/--lesson FILE --out DIR)");
     }
     auto text = textFromArguments(*args);
     if (!text) return fail(text.error());
@@ -41,70 +196,48 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     if (QFileInfo::exists(out) && !args->has("force")) {
         return fail(out.toStdString() + " exists; add --force to replace it");
     }
-    auto width = args->integer("width", 1100), height = args->integer("height", 850);
-    if (!width || !height || *width < 200 || *height < 150 || *width > 10000 || *height > 10000) {
-        return fail("--width and --height must be between 200×150 and 10000×10000");
-    }
-    auto scale = args->number("scale", 1.0);
-    if (!scale || !(*scale > 0) || *scale > 8) return fail("--scale must be in (0, 8]");
-
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    QApplication app(argc, argv);
-    ui::AppState state;
-    state.setModelFolder(QString::fromStdString(args->value("model")));
-    state.setText(QString::fromStdString(*text));
-    auto config = core::readModelConfig(args->value("model"));
+    auto frame = frameFromArguments(*args);
+    if (!frame) return fail(frame.error());
+    const std::string model = args->value("model");
+    auto config = core::readModelConfig(model);
     if (!config) return fail(config.error());
+    // The command line is one scene.
+    core::Scene scene;
+    scene.model = QFileInfo(QString::fromStdString(model)).absoluteFilePath().toStdString();
+    scene.text = *text;
+    scene.view = viewName.toStdString();
+    scene.logScale = args->has("log");
     auto run = runSpecFromArguments(*args, config->trained);
     if (!run) return fail(run.error());
-    state.setRun(*run);
+    scene.run = *run;
     auto tau = args->number("tau", 0.1);
     if (!tau || !(*tau > 0) || *tau > 1) return fail("--tau must be in (0, 1]");
-    state.setTauScale(*tau);
-    state.setLensWanted(viewName == "lens");
-    ui::InferenceRequest request{1, state.effectiveFolder(), *text,
-                                 ui::InferenceController::captureRequestFor(state),
-                                     ui::InferenceController::comparisonRequestFor(state)};
-    if (viewName == "attention" || viewName == "heads") {
-        // these views draw maps only: no diagnostics, slot activations or comparison
-        request.capture = core::mapsOnlyRequest(state.run());
-        request.comparison.reset();
-    }
-    auto response = ui::InferenceController::computeNow(request, terminalLoadOptions("auto"));
-    if (!response.result) return fail(response.error.toStdString());
-    state.setResult(response.result, response.comparison, response.vocabulary);
+    scene.tau = *tau;
     auto layer = args->integer("layer", 0);
     if (!layer || *layer < 0 || *layer >= config->nLayers) {
         return fail("--layer must be between 0 and " + std::to_string(config->nLayers - 1));
     }
-    state.setLayer(int(*layer));
+    scene.layer = int(*layer);
     if (args->value("head") == "mean") {
-        state.setHead(-1);
+        scene.head = -1;
     } else {
         auto head = args->integer("head", 0);
         if (!head || *head < 0 || *head >= config->nHeads) {
             return fail("--head must be 'mean' or between 0 and " + std::to_string(config->nHeads - 1));
         }
-        state.setHead(int(*head));
+        scene.head = int(*head);
     }
     if (args->has("query")) {
         auto query = args->integer("query", -1);
-        if (!query || *query < 0 || *query >= int64_t(response.result->tokens.size())) {
-            return fail("--query must be a token index below " + std::to_string(response.result->tokens.size()));
-        }
-        state.setQueryToken(int(*query));
+        if (!query || *query < 0) return fail("--query must be a token index from 0");
+        scene.query = int(*query);
     }
-    std::unique_ptr<ui::ExportableView> view(ui::createView(viewName, &state));
-    if (auto* map = qobject_cast<ui::AttentionMapView*>(view.get())) map->setLogScale(args->has("log"));
-    view->resize(int(*width), int(*height));
-    view->setAttribute(Qt::WA_DontShowOnScreen);
-    view->show();
-    QApplication::processEvents();
-    view->refresh();
-    QString error;
-    if (!view->exportTo(out, *scale, &error)) return fail(error.toStdString());
-    std::printf("%s: %s view of %s (%s)\n", qPrintable(out), qPrintable(viewName),
-                args->value("model").c_str(), qPrintable(state.provenance()));
+    startOffscreen();
+    QApplication app(argc, argv);
+    auto drawn = renderScene(scene, {viewName}, [&](const QString&) { return out; }, *frame,
+                             /*strict=*/true);
+    if (!drawn) return fail(drawn.error());
+    std::printf("%s: %s view of %s (%s)\n", qPrintable(out), qPrintable(viewName), model.c_str(), qPrintable(*drawn));
     return 0;
 }
 

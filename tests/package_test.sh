@@ -73,6 +73,10 @@ for model in "${models[@]}"; do
     expected+=("./usr/share/relulens/models/$model/$file")
   done
 done
+# and every lesson (the window's File ▸ Open lesson starts there)
+for lesson in "$(dirname "${BASH_SOURCE[0]}")"/../resources/lessons/*.relulens; do
+  expected+=("./usr/share/relulens/lessons/$(basename "$lesson")")
+done
 for size in 16 32 48 64 128 256; do
   expected+=("./usr/share/icons/hicolor/${size}x${size}/apps/io.github.relulens.ReluLens.png")
 done

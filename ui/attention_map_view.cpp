@@ -153,11 +153,37 @@ void AttentionMapView::refresh() {
         size_ = L;
         plot_->xAxis->setRange(-0.5, L - 0.5);
         plot_->yAxis->setRange(-0.5, L - 0.5);
+        if (pendingZoom_ && pendingZoom_->queryEnd <= L && pendingZoom_->keyEnd <= L) setZoom(pendingZoom_);
     }
     heading_->setText(QString("Layer %1 · %2\n%3")
                           .arg(state_->layer()).arg(headLabel(result->model, state_->head()))
                           .arg(state_->provenance()));
     refreshTile();
+}
+
+std::optional<core::ZoomRegion> AttentionMapView::zoom() const {
+    if (size_ == 0) return pendingZoom_;
+    const Tile tile = wantedTile();
+    if (tile.q0 == 0 && tile.k0 == 0 && tile.q1 == size_ && tile.k1 == size_) return std::nullopt;
+    return core::ZoomRegion{tile.q0, tile.q1, tile.k0, tile.k1};
+}
+
+void AttentionMapView::setZoom(const std::optional<core::ZoomRegion>& region) {
+    pendingZoom_.reset();
+    if (!region) {
+        if (size_ > 0) {
+            plot_->xAxis->setRange(-0.5, size_ - 0.5);
+            plot_->yAxis->setRange(-0.5, size_ - 0.5);
+        }
+        return;
+    }
+    if (region->queryEnd > size_ || region->keyEnd > size_) {
+        pendingZoom_ = region;
+        return;
+    }
+    plot_->xAxis->setRange(region->keyBegin - 0.5, region->keyEnd - 0.5);
+    plot_->yAxis->setRange(region->queryBegin - 0.5, region->queryEnd - 0.5);
+    plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 AttentionMapView::Tile AttentionMapView::wantedTile() const {

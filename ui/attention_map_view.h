@@ -9,6 +9,7 @@
 
 #include "core/attention_maps.h"
 #include "core/capture.h"
+#include "core/scene.h"
 #include "ui/exportable_view.h"
 #include "ui/map_jobs.h"
 
@@ -37,6 +38,11 @@ public:
     core::Pooling pooling() const { return pooling_; }
     // Entries per shown cell along rows and keys (1 × 1: every entry is its own cell).
     QSize cellBlock() const { return block_; }
+    // The rows and keys shown (unset: the whole map, as after a new text).
+    std::optional<core::ZoomRegion> zoom() const;
+    // Shows this region, or the whole map when unset. A region beyond the shown text waits for
+    // the result it was made for (a scene opened before its text is computed).
+    void setZoom(const std::optional<core::ZoomRegion>& region);
     // Tooltip text for a cell (what hovering shows); empty outside the map.
     QString tooltipAt(int query, int key) const;
     QCustomPlot* plot() const { return plot_; }
@@ -79,6 +85,7 @@ private:
     bool log_ = false;
     core::Pooling pooling_ = core::Pooling::Max;
     int size_ = 0;
+    std::optional<core::ZoomRegion> pendingZoom_;
     QSize block_{1, 1};
     int64_t rowBegin_ = 0, rowEnd_ = 0, keyBegin_ = 0, keyEnd_ = 0;  // the shown region
     Tile shown_;          // the tile drawn

@@ -25,6 +25,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTextCursor>
@@ -34,8 +35,12 @@
 #include "ui/app_state.h"
 #include "ui/explanation_panel.h"
 #include "ui/exportable_view.h"
+#include "ui/attention_map_view.h"
 #include "ui/inference_worker.h"
+#include "ui/lesson_panel.h"
 #include "ui/model_catalog.h"
+#include "ui/resource_paths.h"
+#include "ui/scene_state.h"
 #include "ui/settings.h"
 #include "ui/token_strip.h"
 #include "ui/token_text.h"
@@ -94,6 +99,10 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
         dock->setWidget(view);
         const bool right = name == "attention" || name == "heads" || name == "compare";
         addDockWidget(right ? Qt::RightDockWidgetArea : Qt::BottomDockWidgetArea, dock);
+        // The view a saved scene names: the one most recently brought to the front.
+        connect(dock, &QDockWidget::visibilityChanged, this, [this, name](bool visible) {
+            if (visible) shownViewName_ = name;
+        });
         docks[name] = dock;
         views_.push_back(view);
     }
@@ -102,6 +111,19 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     explanation->setWidget(new ExplanationPanel(state_, this));
     addDockWidget(Qt::LeftDockWidgetArea, explanation);
     explanation->hide();
+    lesson_ = new LessonPanel(this);
+    auto* lessonDock = new QDockWidget("Lesson", this);
+    lessonDock->setObjectName("lessonDock");
+    lessonDock->setWidget(lesson_);
+    addDockWidget(Qt::LeftDockWidgetArea, lessonDock);
+    lessonDock->hide();
+    captionOverlay_ = new QLabel(this);
+    captionOverlay_->setWordWrap(true);
+    captionOverlay_->setAlignment(Qt::AlignCenter);
+    captionOverlay_->setAttribute(Qt::WA_TransparentForMouseEvents);
+    captionOverlay_->setStyleSheet("background: rgba(20, 20, 30, 215); color: white; padding: 14px; border-radius: 8px;");
+    captionOverlay_->hide();
+    connect(lesson_, &LessonPanel::captionChanged, this, &MainWindow::setCaption);
     tabifyDockWidget(docks["attention"], docks["heads"]);
     tabifyDockWidget(docks["attention"], docks["compare"]);
     tabifyDockWidget(docks["sparsity"], docks["memory"]);
@@ -174,6 +196,8 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
 }
 
 void MainWindow::setPresentationMode(bool on) {
+    presentation_ = on;
+    placeCaption();
     const double scale = on ? 1.6 : 1.0;
     for (auto* view : views_) view->setFontScale(scale);
     QFont font = QApplication::font();
@@ -194,6 +218,36 @@ void MainWindow::buildMenus() {
     });
     file->addAction("Open model folder…", this, &MainWindow::openModelFolder);
     file->addSeparator();
+    file->addAction("Open scene…", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open scene", QString(),
+                                                          "ReluLens scene (*.relulens);;All files (*)");
+        if (path.isEmpty()) return;
+        QStringList notes;
+        const QString error = openSceneFile(path, &notes);
+        if (!error.isEmpty()) {
+            QMessageBox::warning(this, "ReluLens", error);
+        } else if (!notes.isEmpty()) {
+            QMessageBox::information(this, "ReluLens", "The scene is open, except:\n• " + notes.join("\n• "));
+        }
+    });
+    file->addAction("Save scene…", QKeySequence::Save, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, "Save scene", QString(), "ReluLens scene (*.relulens)");
+        if (path.isEmpty()) return;
+        const QString error = saveSceneFile(path.endsWith(".relulens") ? path : path + ".relulens");
+        if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);
+    });
+    file->addAction("Open lesson…", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open lesson", ResourcePaths::resourcesDir() + "/lessons",
+                                                          "ReluLens lesson (*.relulens);;All files (*)");
+        if (path.isEmpty()) return;
+        const QString error = lesson_->openLesson(path);
+        if (!error.isEmpty()) {
+            QMessageBox::warning(this, "ReluLens", error);
+            return;
+        }
+        findChild<QDockWidget*>("lessonDock")->show();
+    });
+    file->addSeparator();
     file->addAction("Export current view…", QKeySequence("Ctrl+E"), this, &MainWindow::exportCurrentView);
     file->addAction("Export all views…", QKeySequence("Ctrl+Shift+E"), this, &MainWindow::exportAllViews);
     file->addAction("Copy image of current view", QKeySequence("Ctrl+Shift+C"), this, [this] {
@@ -209,6 +263,9 @@ void MainWindow::buildMenus() {
     navigate->addAction("Previous head", QKeySequence("Ctrl+Left"), this, [this] { state_->stepHead(-1); });
     navigate->addAction("Toggle softmax / ReLU ÷ n", QKeySequence("Ctrl+T"), this,
                         [this] { state_->toggleSoftmaxRelu(); });
+    navigate->addSeparator();
+    navigate->addAction("Next lesson step", QKeySequence(Qt::Key_PageDown), this, [this] { lesson_->step(1); });
+    navigate->addAction("Previous lesson step", QKeySequence(Qt::Key_PageUp), this, [this] { lesson_->step(-1); });
     auto* viewMenu = menuBar()->addMenu("&View");
     auto* presentation = viewMenu->addAction("Presentation mode (large fonts)");
     presentation->setCheckable(true);
@@ -297,7 +354,9 @@ void MainWindow::switchModelFolder(const QString& folder, bool showErrors) {
             }
             if (!ModelCatalog::byFolder(catalog, folder)) {
                 for (const auto& m : ModelCatalog::scan({QFileInfo(folder).absolutePath()})) {
-                    if (QFileInfo(m.folder) == QFileInfo(folder)) c.found.push_back(m);
+                    if (QFileInfo(m.folder) != QFileInfo(folder)) continue;
+                    c.found.push_back(m);
+                    c.found.back().bundled = false;  // a folder from elsewhere, not shipped
                 }
             }
             return c;
@@ -410,6 +469,95 @@ void MainWindow::saveSettings() const {
     Settings::setValue(Settings::Key::Head, state_->head());
     Settings::setValue(Settings::Key::WindowGeometry, saveGeometry());
     Settings::setValue(Settings::Key::WindowState, saveState());
+}
+
+core::Scene MainWindow::currentScene() const {
+    core::Scene scene = sceneFromState(*state_);
+    scene.view = shownViewName_.toStdString();
+    if (auto* map = qobject_cast<AttentionMapView*>(view("attention"))) addMapView(scene, *map);
+    scene.caption = caption_.toStdString();
+    return scene;
+}
+
+QStringList MainWindow::applyScene(const core::Scene& scene) {
+    // Every input first (one forward pass), then the selection and zoom: now for what the shown
+    // result allows, and again once the scene's own result arrives.
+    disconnect(pendingScene_);
+    bool changed = false;
+    const auto watch = connect(state_, &AppState::inputChanged, this, [&changed] { changed = true; });
+    QStringList notes = applySceneInputs(scene, *state_);
+    disconnect(watch);
+    if (editor_->toPlainText() != state_->text()) {
+        const QSignalBlocker block(editor_);
+        editor_->setPlainText(state_->text());
+    }
+    controls_->reloadModels();
+    auto* map = qobject_cast<AttentionMapView*>(view("attention"));
+    auto finish = [this, scene, map] {
+        applySceneSelection(scene, *state_);
+        if (map) applySceneMap(scene, *map);
+    };
+    finish();
+    if (changed) pendingScene_ = connect(state_, &AppState::resultChanged, this, finish, Qt::SingleShotConnection);
+    const QString name = QString::fromStdString(scene.view);
+    raiseView(viewNames().contains(name) ? name : QString("attention"));
+    setCaption(QString::fromStdString(scene.caption));
+    return notes;
+}
+
+void MainWindow::raiseView(const QString& name) {
+    if (auto* dock = findChild<QDockWidget*>(name + "Dock")) {
+        dock->show();
+        dock->raise();
+        shownViewName_ = name;
+    }
+}
+
+QString MainWindow::saveSceneFile(const QString& path) const {
+    const core::Scene scene = sceneForFile(currentScene(), QFileInfo(path).absolutePath());
+    if (auto s = core::writeSceneFile(path.toStdString(), scene); !s) return QString::fromStdString(s.error());
+    return QString();
+}
+
+QString MainWindow::openSceneFile(const QString& path, QStringList* notes) {
+    auto read = core::readSceneFile(path.toStdString());
+    if (!read) return QString::fromStdString(read.error());
+    QStringList all;
+    for (const auto& n : read->notes) all << QString::fromStdString(n);
+    all += applyScene(sceneFromFile(read->value, QFileInfo(path).absolutePath()));
+    if (notes) *notes = all;
+    if (!all.isEmpty()) statusBar()->showMessage("⚠ " + all.join(" · "), 15000);
+    return QString();
+}
+
+QString MainWindow::shownCaption() const { return captionOverlay_->isVisible() ? captionOverlay_->text() : QString(); }
+
+void MainWindow::setCaption(const QString& caption) {
+    caption_ = caption;
+    placeCaption();
+}
+
+void MainWindow::placeCaption() {
+    captionOverlay_->setText(caption_);
+    if (!presentation_ || caption_.isEmpty()) {
+        captionOverlay_->hide();
+        return;
+    }
+    QFont font = captionOverlay_->font();
+    font.setPointSizeF(baseFontSize_ * 1.8);
+    captionOverlay_->setFont(font);
+    const int width = std::max(300, int(this->width() * 0.7));
+    captionOverlay_->setFixedWidth(width);
+    captionOverlay_->adjustSize();
+    const int bottom = statusBar()->isVisible() ? statusBar()->geometry().top() : height();
+    captionOverlay_->move((this->width() - width) / 2, bottom - captionOverlay_->height() - 16);
+    captionOverlay_->show();
+    captionOverlay_->raise();
+}
+
+void MainWindow::resizeEvent(QResizeEvent* event) {
+    QMainWindow::resizeEvent(event);
+    placeCaption();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

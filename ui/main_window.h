@@ -4,6 +4,7 @@
 #include <QMainWindow>
 #include <QVector>
 
+#include "core/scene.h"
 #include "ui/map_jobs.h"
 
 class QLabel;
@@ -17,6 +18,7 @@ class AppState;
 class ActivationControls;
 class ExportableView;
 class InferenceController;
+class LessonPanel;
 class TokenStrip;
 
 class MainWindow : public QMainWindow {
@@ -46,12 +48,29 @@ public:
     // and every component's licence.
     QString aboutText() const;
 
+    // What the window shows, as a scene (the model by bundled name or absolute folder).
+    core::Scene currentScene() const;
+    // Switches everything at once to the scene: model, text, variants, selection, view, zoom.
+    // Returns a sentence for each part that could not be applied (a missing model keeps the
+    // open one); the rest is applied all the same.
+    QStringList applyScene(const core::Scene& scene);
+    // File ▸ Save scene / Open scene without dialogs: the error, or empty. Opening puts the
+    // notes of what could not be applied in `notes`.
+    QString saveSceneFile(const QString& path) const;
+    QString openSceneFile(const QString& path, QStringList* notes = nullptr);
+    LessonPanel* lessonPanel() const { return lesson_; }
+    // The caption shown over the views (presentation mode with a lesson step); empty when none.
+    QString shownCaption() const;
+    // The view whose dock is in front of its tab group.
+    void raiseView(const QString& name);
+
 Q_SIGNALS:
     // After switchModelFolder: error is empty when the window switched to the folder.
     void modelFolderChecked(const QString& folder, const QString& error);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
@@ -63,6 +82,8 @@ private:
     // The worker could not read the weights (or the user cancelled): back to the shown model.
     void modelFailed(const QString& folder, const QString& message);
     ExportableView* currentView() const;
+    void placeCaption();
+    void setCaption(const QString& caption);
 
     AppState* state_;
     InferenceController* inference_;
@@ -76,6 +97,12 @@ private:
     QProgressBar* loading_;
     QPushButton* cancelLoad_;
     double baseFontSize_ = 10;
+    LessonPanel* lesson_;
+    QLabel* captionOverlay_;
+    QString caption_;
+    bool presentation_ = false;
+    QString shownViewName_ = "attention";
+    QMetaObject::Connection pendingScene_;  // selection and zoom, once the scene's result arrives
 };
 
 }  // namespace relulens::ui
