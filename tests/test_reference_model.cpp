@@ -8,6 +8,7 @@
 
 #include "core/capture.h"
 #include "core/checkpoint.h"
+#include "core/lens.h"
 #include "core/transformer.h"
 #include "test_support.h"
 
@@ -130,6 +131,40 @@ private Q_SLOTS:
             QCOMPARE(unchanged->effect->kl[i], 0.0);
         }
         QCOMPARE(unchanged->effect->loss, unchanged->effect->unchangedLoss);
+    }
+
+    // The effect of a change on hand-built logits over the tiny model's 512-token vocabulary:
+    // unchanged, every row is uniform; changed, row 0 gives its actual next token the logit
+    // ln 512 (others 0), row 1 gives it ln(1/2), row 2 is left as it was. Worked by hand:
+    //   row 0: p = 512/1023, so Δ log p = ln(512 · 512/1023) > 0 and
+    //          KL(q ‖ p) = ln(1023/512) − ln(512)/512;
+    //   row 1: p = 0.5/511.5, Δ log p = ln(512 · 0.5/511.5) < 0,
+    //          KL = ln(511.5/512) − ln(0.5)/512;
+    //   row 2: Δ = 0, KL = 0. Loss: the mean over the three rows of −log p.
+    void theEffectOfAChangeHasTheHandWorkedSignAndSize() {
+        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+        QVERIFY2(loaded, loaded.error().c_str());
+        const int64_t V = 512;
+        QCOMPARE(loaded->tokenizer.vocabSize(), V);
+        const std::vector<int64_t> ids = {5, 17, 42, 99};
+        const auto unchanged = torch::zeros({4, V});
+        auto changed = torch::zeros({4, V});
+        changed[0][17] = std::log(512.0);
+        changed[1][42] = std::log(0.5);
+        const auto effect = changeEffect(changed, unchanged, ids, 3, loaded->tokenizer);
+        QCOMPARE(effect.deltaLogProb.size(), size_t(3));
+        QCOMPARE(effect.kl.size(), size_t(3));
+        auto near = [](double a, double b) { return std::abs(a - b) < 1e-5; };
+        QVERIFY2(near(effect.deltaLogProb[0], std::log(512.0 * 512.0 / 1023.0)), qPrintable(QString::number(effect.deltaLogProb[0])));
+        QVERIFY2(near(effect.deltaLogProb[1], std::log(512.0 * 0.5 / 511.5)), qPrintable(QString::number(effect.deltaLogProb[1])));
+        QVERIFY(effect.deltaLogProb[0] > 5.5 && effect.deltaLogProb[1] < -0.69);
+        QVERIFY(near(effect.deltaLogProb[2], 0.0));
+        QVERIFY2(near(effect.kl[0], std::log(1023.0 / 512.0) - std::log(512.0) / 512.0), qPrintable(QString::number(effect.kl[0])));
+        QVERIFY2(near(effect.kl[1], std::log(511.5 / 512.0) - std::log(0.5) / 512.0), qPrintable(QString::number(effect.kl[1])));
+        QVERIFY(near(effect.kl[2], 0.0));
+        const double uniform = std::log(512.0);
+        QVERIFY(near(effect.unchangedLoss, uniform));
+        QVERIFY(near(effect.loss, (-std::log(512.0 / 1023.0) - std::log(0.5 / 511.5) + uniform) / 3.0));
     }
 
     void theLogitLensMatchesTheReference() {
