@@ -213,7 +213,16 @@ private Q_SLOTS:
         QCOMPARE(tokens.back().end, size_t(text.toUtf8().size()));
         for (size_t i = 1; i < tokens.size(); ++i) QCOMPARE(tokens[i].start, tokens[i - 1].end);
         QCOMPARE(window_->editor()->toPlainText(), text);
-        for (auto* view : window_->views()) QVERIFY(!view->renderImage(1.0).isNull());
+        // every view draws this text: a figure, not a blank or single-colour page (those have a
+        // handful of colours; the fewest a drawn view here has is in the dozens)
+        for (auto* view : window_->views()) {
+            const QImage image = view->renderImage(1.0);
+            QSet<QRgb> colours;
+            for (int y = 0; y < image.height(); y += 3) {
+                for (int x = 0; x < image.width(); x += 3) colours.insert(image.pixel(x, y));
+            }
+            QVERIFY2(colours.size() > 20, qPrintable(QString("%1: %2 colours").arg(view->viewName()).arg(colours.size())));
+        }
     }
 
     // ---- model folders -------------------------------------------------------------------
