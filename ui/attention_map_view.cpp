@@ -155,7 +155,7 @@ void AttentionMapView::refresh() {
         plot_->yAxis->setRange(-0.5, L - 0.5);
         if (pendingZoom_ && pendingZoom_->queryEnd <= L && pendingZoom_->keyEnd <= L) setZoom(pendingZoom_);
     }
-    heading_->setText(QString("Layer %1 · %2\n%3")
+    setHeading(heading_, QString("Layer %1 · %2\n%3")
                           .arg(state_->layer()).arg(headLabel(result->model, state_->head()))
                           .arg(state_->provenance()));
     refreshTile();

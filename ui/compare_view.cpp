@@ -104,7 +104,7 @@ void CompareView::draw(const Panels& p) {
         } else {
             maps_[i].map->rescaleDataRange(true);
         }
-        maps_[i].heading->setText(QString("%1\nlayer %2 · %3%4").arg(names[i]).arg(layer)
+        setHeading(maps_[i].heading, QString("%1\nlayer %2 · %3%4").arg(names[i]).arg(layer)
                                       .arg(headLabel(result->model, head)).arg(pooled));
         plots_[i]->xAxis->setRange(-0.5, L - 0.5);
         plots_[i]->yAxis->setRange(-0.5, L - 0.5);

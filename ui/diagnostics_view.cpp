@@ -69,8 +69,7 @@ void setCurves(QCustomPlot* plot, const QVector<double>& x, const QVector<double
     gb->setName(nameB);
     gb->setPen(QPen(kOther, 2, Qt::DashLine));
     gb->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, 5));
-    plot->legend->setVisible(true);
-    plot->rescaleAxes();
+    fitRanges(plot);
 }
 
 }  // namespace
@@ -89,6 +88,7 @@ DiagnosticsView::DiagnosticsView(AppState* state, QWidget* parent) : ExportableV
         plots_[i]->xAxis->setLabel(axes[i][0]);
         plots_[i]->yAxis->setLabel(axes[i][1]);
         plots_[i]->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+        legendBelow(plots_[i], 2);
         layout->addWidget(plots_[i]);
     }
     auto logTicker = QSharedPointer<QCPAxisTickerLog>::create();
@@ -112,7 +112,7 @@ void DiagnosticsView::refresh() {
     const QString nameB = QString::fromStdString(b->run.attention.label());
     const auto v = varianceByN(*a, *b, layer);
     setCurves(plots_[0], v.x, v.current, v.other, nameA, nameB);
-    headings_[0]->setText(QString("Output variance against n, layer %1").arg(layer));
+    setHeading(headings_[0], QString("Output variance against n, layer %1").arg(layer));
 
     const auto pa = profileOf(*a, layer, state_->head());
     const auto pb = profileOf(*b, layer, state_->head());
@@ -120,7 +120,7 @@ void DiagnosticsView::refresh() {
     for (int d = 0; d < pa.size(); ++d) distance << d + 1;  // shifted by one for the log axis
     setCurves(plots_[1], distance, pa, pb, nameA, nameB);
     plots_[1]->xAxis->setLabel("query–key distance + 1");
-    headings_[1]->setText(QString("Distance profile, layer %1 · %2").arg(layer).arg(headLabel(state_->head())));
+    setHeading(headings_[1], QString("Distance profile, layer %1 · %2").arg(layer).arg(headLabel(state_->head())));
 
     QVector<double> layers, ea, eb;
     for (int l = 0; l < int(a->layers.size()); ++l) {
@@ -133,7 +133,7 @@ void DiagnosticsView::refresh() {
     auto integers = QSharedPointer<QCPAxisTickerFixed>::create();
     integers->setTickStep(1);
     plots_[2]->xAxis->setTicker(integers);
-    headings_[2]->setText("Entropy per layer (mean over heads)");
+    setHeading(headings_[2], "Entropy per layer (mean over heads)");
     for (auto* plot : plots_) plot->replot(QCustomPlot::rpQueuedReplot);
 }
 

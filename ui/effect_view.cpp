@@ -8,6 +8,7 @@
 #include "qcustomplot.h"
 #include "ui/app_state.h"
 #include "ui/override_menu.h"
+#include "ui/plot_helpers.h"
 #include "ui/token_text.h"
 
 namespace relulens::ui {
@@ -31,14 +32,7 @@ EffectView::EffectView(AppState* state, QWidget* parent)
     plot_->yAxis->setLabel("Δ log p, nats (bars)");
     plot_->yAxis2->setVisible(true);
     plot_->yAxis2->setLabel("KL, nats (line)");
-    plot_->legend->setVisible(true);
-    plot_->legend->setFont(QFont(font().family(), 8));
-    // The legend sits under the plot, never over the data.
-    auto* legendRow = new QCPLayoutGrid;
-    plot_->plotLayout()->addElement(2, 0, legendRow);
-    legendRow->addElement(0, 0, plot_->legend);
-    plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
-    plot_->plotLayout()->setRowStretchFactor(2, 0.001);
+    legendBelow(plot_, 2);
     plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     plot_->axisRect()->setRangeZoom(Qt::Horizontal);
     plot_->axisRect()->setRangeDrag(Qt::Horizontal);
@@ -50,7 +44,7 @@ EffectView::EffectView(AppState* state, QWidget* parent)
     connect(state_, &AppState::resultChanged, this, &EffectView::refresh);
 }
 
-QString EffectView::heading() const { return heading_->text(); }
+QString EffectView::heading() const { return headingText(heading_); }
 
 void EffectView::refresh() {
     auto result = state_->result();
@@ -58,7 +52,7 @@ void EffectView::refresh() {
     if (!result->effect || result->effect->kl.empty()) {
         delta_->data()->clear();
         kl_->data()->clear();
-        heading_->setText("no overrides: right-click a head (head grid, sparsity, or the layer and "
+        setHeading(heading_, "no overrides: right-click a head (head grid, sparsity, or the layer and "
                           "head boxes) to give it or its layer another activation, or to switch it off");
         plot_->replot(QCustomPlot::rpQueuedReplot);
         return;
@@ -81,7 +75,7 @@ void EffectView::refresh() {
     }) * 1.0);
     plot_->yAxis->setRange(-std::abs(reach) * 1.1, std::abs(reach) * 1.1);
     plot_->yAxis2->setRange(0, std::max(0.01, e.kl[most] * 1.1));
-    heading_->setText(QString("effect of the overrides (%1)\ntext loss %2 → %3 nats (%4); largest "
+    setHeading(heading_, QString("effect of the overrides (%1)\ntext loss %2 → %3 nats (%4); largest "
                               "change predicting “%5” after token %6: KL %7, Δ log p %8")
                           .arg(overridesText(result->run))
                           .arg(e.unchangedLoss, 0, 'f', 3).arg(e.loss, 0, 'f', 3)

@@ -1,7 +1,9 @@
 #include "ui/exportable_view.h"
 
 #include <QBuffer>
+#include <QEvent>
 #include <QFileInfo>
+#include <QFontMetrics>
 #include <QPageSize>
 #include <QPdfWriter>
 #include <QSaveFile>
@@ -16,6 +18,62 @@ ExportableView::ExportableView(AppState* state, QWidget* parent) : QWidget(paren
 QSize ExportableView::figureSize() const {
     // The widget's size, but never smaller than a legible figure.
     return size().expandedTo(QSize(800, 600));
+}
+
+void ExportableView::setHeading(QCPTextElement* heading, const QString& text) {
+    if (!headings_.contains(heading)) heading->parentPlot()->installEventFilter(this);
+    headings_[heading] = text;
+    fitHeading(heading);
+}
+
+void ExportableView::fitHeading(QCPTextElement* heading) {
+    const QString text = headings_.value(heading);
+    QCustomPlot* plot = heading->parentPlot();
+    const int width = std::max(120, plot->width() - 16);
+    const QFontMetrics metrics(heading->font());
+    QStringList lines;
+    for (const QString& line : text.split('\n')) {
+        QString current;
+        for (const QString& word : line.split(' ')) {
+            const QString candidate = current.isEmpty() ? word : current + ' ' + word;
+            if (!current.isEmpty() && metrics.horizontalAdvance(candidate) > width) {
+                lines << current;
+                current = word;
+            } else {
+                current = candidate;
+            }
+        }
+        lines << current;
+    }
+    bool cut = false;
+    constexpr int kMaxLines = 3;
+    if (lines.size() > kMaxLines) {
+        lines = lines.mid(0, kMaxLines);
+        lines.back() += " …";
+        cut = true;
+    }
+    for (QString& line : lines) {
+        if (metrics.horizontalAdvance(line) > width) {
+            line = metrics.elidedText(line, Qt::ElideRight, width);
+            cut = true;
+        }
+    }
+    heading->setText(lines.join('\n'));
+    plot->setToolTip(cut ? text : QString());
+}
+
+bool ExportableView::eventFilter(QObject* watched, QEvent* event) {
+    if (event->type() == QEvent::Resize) {
+        bool fitted = false;
+        for (auto it = headings_.begin(); it != headings_.end(); ++it) {
+            if (it.key()->parentPlot() == watched) {
+                fitHeading(it.key());
+                fitted = true;
+            }
+        }
+        if (fitted) static_cast<QCustomPlot*>(watched)->replot(QCustomPlot::rpQueuedReplot);
+    }
+    return QWidget::eventFilter(watched, event);
 }
 
 void ExportableView::setFontScale(double scale) {
@@ -44,6 +102,7 @@ void ExportableView::setFontScale(double scale) {
         }
         plot->replot(QCustomPlot::rpQueuedReplot);
     }
+    for (auto it = headings_.begin(); it != headings_.end(); ++it) fitHeading(it.key());
     setFont(grow(font()));
     update();
 }

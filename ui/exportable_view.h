@@ -1,10 +1,12 @@
 // The base of every view: a widget that can draw its figure onto any painter (screen, PNG at a
 // print scale, SVG, PDF) and give the data behind it as CSV. Export writes atomically.
 #pragma once
+#include <QHash>
 #include <QString>
 #include <QWidget>
 
 class QCPPainter;
+class QCPTextElement;
 
 namespace relulens::ui {
 
@@ -34,8 +36,20 @@ public Q_SLOTS:
     virtual void refresh() = 0;
 
 protected:
+    // A plot's title: `text` wrapped at spaces to the plot's width and fitted again whenever the
+    // plot is resized or its fonts grow; past three lines the rest is elided, and then the whole
+    // title is the plot's tooltip.
+    void setHeading(QCPTextElement* heading, const QString& text);
+    QString headingText(QCPTextElement* heading) const { return headings_.value(heading); }
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
     AppState* state_;
     double fontScale_ = 1.0;
+
+private:
+    void fitHeading(QCPTextElement* heading);
+
+    QHash<QCPTextElement*, QString> headings_;  // as set, before wrapping
 };
 
 }  // namespace relulens::ui

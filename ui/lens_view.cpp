@@ -69,7 +69,7 @@ void LensView::refresh() {
                             .arg(InferenceController::kLensMaxTokens).arg(result->tokens.size())
                       : QString("the logit lens is computed while this view is open");
         }
-        heading_->setText(why);
+        setHeading(heading_, why);
         heat_->replot(QCustomPlot::rpQueuedReplot);
         refreshTop();
         return;
@@ -82,7 +82,7 @@ void LensView::refresh() {
     auto integerTicks = QSharedPointer<QCPAxisTickerFixed>::create();
     integerTicks->setTickStep(1);
     heat_->yAxis->setTicker(integerTicks);
-    heading_->setText(QString("logit lens: p(actual next token) read from the stream after each layer\n"
+    setHeading(heading_, QString("logit lens: p(actual next token) read from the stream after each layer\n"
                               "(last row: the model's prediction) · %1")
                           .arg(state_->provenance()));
     heat_->replot(QCustomPlot::rpQueuedReplot);

@@ -107,7 +107,7 @@ void MemorySlotsView::refresh() {
     map_.map->rescaleDataRange(true);
     heat_->xAxis->setRange(-0.5, N - 0.5);
     heat_->yAxis->setRange(-0.5, L - 0.5);
-    map_.heading->setText(QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5%6")
+    setHeading(map_.heading, QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5%6")
                               .arg(state_->layer()).arg(L).arg(N)
                               .arg(QString::fromStdString(core::ffnKindName(result->run.ffn)))
                               .arg(result->trainedWithRun ? "" : " (swapped)")

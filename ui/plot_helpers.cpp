@@ -1,5 +1,7 @@
 #include "ui/plot_helpers.h"
 
+#include <cmath>
+
 #include "ui/colour_maps.h"
 
 namespace relulens::ui {
@@ -68,6 +70,32 @@ void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*
         painter->translate(orientation == Qt::Horizontal ? w : 0, orientation == Qt::Horizontal ? 0 : h);
     }
     painter->restore();
+}
+
+void legendBelow(QCustomPlot* plot, int row, double pointSize) {
+    plot->legend->setVisible(true);
+    QFont font = plot->legend->font();
+    font.setPointSizeF(pointSize);
+    plot->legend->setFont(font);
+    auto* legendRow = new QCPLayoutGrid;
+    plot->plotLayout()->addElement(row, 0, legendRow);
+    legendRow->addElement(0, 0, plot->legend);  // taken out of the axes' inset
+    plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    plot->plotLayout()->setRowStretchFactor(row, 0.001);
+}
+
+void fitRanges(QCustomPlot* plot, double margin) {
+    plot->rescaleAxes();
+    for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+        QCPRange r = axis->range();
+        if (axis->scaleType() == QCPAxis::stLogarithmic && r.lower > 0 && r.upper > 0) {
+            const double factor = std::pow(std::max(r.upper / r.lower, 10.0), margin);
+            axis->setRange(r.lower / factor, r.upper * factor);
+        } else {
+            const double span = r.size() > 0 ? r.size() : std::max(std::abs(r.upper), 1.0);
+            axis->setRange(r.lower - span * margin, r.upper + span * margin);
+        }
+    }
 }
 
 }  // namespace relulens::ui

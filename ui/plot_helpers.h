@@ -25,6 +25,14 @@ void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask 
 void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
                        int64_t rowEnd, int64_t keyBegin, int64_t keyEnd);
 
+// Moves the legend into a row under the axes (in columns), where it never covers the data.
+// `row` is the plot layout's first free row.
+void legendBelow(QCustomPlot* plot, int row, double pointSize = 8);
+
+// Both axes fitted to the visible data with a margin (a fraction of each range, in log space on
+// a log axis), so that no point sits on the frame or outside it.
+void fitRanges(QCustomPlot* plot, double margin = 0.06);
+
 // Draws several plots side by side (horizontal) or stacked into one figure.
 void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,
                 Qt::Orientation orientation);

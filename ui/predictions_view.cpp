@@ -71,7 +71,7 @@ void PredictionsView::refresh() {
     plot_->yAxis->setTicker(ticker);
     plot_->yAxis->setRange(-0.6, rows - 0.4);
     plot_->xAxis->setRange(0, std::max(0.05, maxP * 1.1));
-    heading_->setText(QString("Next token after ‘%1’ (position %2)\n%3%4")
+    setHeading(heading_, QString("Next token after ‘%1’ (position %2)\n%3%4")
                           .arg(tokenLabel(*result, p)).arg(p).arg(state_->provenance())
                           .arg(changed ? "\nblue: with the overrides; grey, below: without them" : ""));
     plot_->replot(QCustomPlot::rpQueuedReplot);
