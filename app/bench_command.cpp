@@ -124,11 +124,14 @@ std::string readFile(const std::string& path) {
 }
 
 // A text of exactly n tokens: `source` repeated as often as needed, cut after token n.
-std::string textOfTokens(const core::Tokenizer& tokenizer, const std::string& source, size_t n) {
+core::Result<std::string> textOfTokens(const core::Tokenizer& tokenizer, const std::string& source, size_t n) {
     std::string text = source;
-    while (tokenizer.encode(text).size() < n) text += "\n\n" + source;
-    const auto tokens = tokenizer.encode(text);
-    return text.substr(0, tokens[n - 1].end);
+    while (true) {
+        auto tokens = tokenizer.encode(text);
+        if (!tokens) return core::Error{tokens.error()};
+        if (tokens->size() >= n) return text.substr(0, (*tokens)[n - 1].end);
+        text += "\n\n" + source;
+    }
 }
 
 std::string quoted(const std::string& s) {
@@ -205,7 +208,9 @@ core::Status benchTokenizer(const std::string& path, const std::string& textFile
         auto tokenizer = json ? core::Tokenizer::loadJson(path, "") : core::Tokenizer::load(path);
         if (!tokenizer) return core::Error{tokenizer.error()};
         const auto start = Clock::now();
-        tokens = tokenizer->encode(text).size();
+        auto encoded = tokenizer->encode(text);
+        if (!encoded) return core::Error{encoded.error()};
+        tokens = encoded->size();
         const double ms = millisecondsSince(start);
         best = run == 0 ? ms : std::min(best, ms);
     }
@@ -290,15 +295,18 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     std::printf("load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
                 "weights (%.0f MB)\n\n",
                 loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens", "forward", "floor", "×floor",
-                "capture", "maps only", "one map", "toggle", "back", "+word", "stall", "text→PNG", "peak MB");
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens", "forward", "floor",
+                "×floor", "capture", "maps only", "one map", "top ovr", "(full)", "toggle", "back", "+word", "stall",
+                "text→PNG", "peak MB");
     if (baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
     std::printf("\n");
 
     nlohmann::json rows = nlohmann::json::array();
     for (size_t n : sizes) {
-        const std::string text = textOfTokens(loaded->tokenizer, source, n);
-        const auto tokens = loaded->tokenizer.encode(text);
+        auto exact = textOfTokens(loaded->tokenizer, source, n);
+        if (!exact) return fail(exact.error());
+        const std::string text = *exact;
+        const auto tokens = loaded->tokenizer.encode(text).value();  // it encoded just now
         std::vector<int64_t> idValues;
         for (const auto& t : tokens) idValues.push_back(t.id);
         auto ids = torch::tensor(idValues, torch::kLong).view({1, int64_t(n)}).to(*device);
@@ -323,10 +331,37 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
         if (!error.empty()) return fail(error);
         const int64_t layer = config.nLayers - 1;
         const double mapMs = medianMs(*repeats, [&] { maps->weights(layer, 0); });
+        // An override set on the top layer, with the effect: from the capture of the same text
+        // before it (the layers below are taken from it), and from scratch.
+        std::shared_ptr<const core::CaptureMemory> memory;
+        if (auto before = core::capture(model, loaded->tokenizer, text, request, nullptr, nullptr, &memory); !before) {
+            return fail(before.error());
+        }
+        core::CaptureRequest changed = request;
+        core::AttentionOverride top;
+        top.layer = config.nLayers - 1;
+        top.spec.kind = run.attention.kind == core::AttentionKind::Softmax ? core::AttentionKind::ReluLen
+                                                                           : core::AttentionKind::Softmax;
+        changed.run.overrides = {top};
+        changed.effect = true;
+        int64_t reusedLayers = 0;
+        const double topReusedMs = medianMs(*repeats, [&] {
+            auto r = core::capture(model, loaded->tokenizer, text, changed, nullptr, memory.get());
+            if (!r) error = r.error();
+            else reusedLayers = r->reusedLayers;
+        });
+        if (!error.empty()) return fail(error);
+        const double topFullMs = medianMs(*repeats, [&] {
+            auto r = core::capture(model, loaded->tokenizer, text, changed);
+            if (!r) error = r.error();
+        });
+        if (!error.empty()) return fail(error);
+        memory.reset();
         nlohmann::json row = {{"tokens", n}, {"forward_ms", forward}, {"forward_gflop", flops / 1e9},
                               {"floor_ms", floor}, {"forward_over_floor", forward / floor},
                               {"capture_ms", captureMs}, {"maps_only_capture_ms", mapsOnlyMs},
-                              {"one_map_ms", mapMs}};
+                              {"one_map_ms", mapMs}, {"top_override_reused_ms", topReusedMs},
+                              {"top_override_reused_layers", reusedLayers}, {"top_override_full_ms", topFullMs}};
         double toggle = 0, picture = 0, stall = 0, back = 0, append = 0;
 #ifdef RELULENS_WITH_GUI
         if (gui) {
@@ -353,8 +388,8 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
         const double peak = peakResidentMb();
         row["peak_rss_mb"] = peak;
         auto cell = [](double v) { return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–"); };
-        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f", n, forward, floor,
-                    forward / floor, captureMs, mapsOnlyMs, mapMs, cell(toggle).c_str(),
+        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f", n, forward,
+                    floor, forward / floor, captureMs, mapsOnlyMs, mapMs, topReusedMs, topFullMs, cell(toggle).c_str(),
                     cell(back).c_str(), cell(append).c_str(), cell(stall).c_str(), cell(picture).c_str(), peak);
         if (baseline) {
             auto b = runBaseline(python, script, modelFolder, tokens, *maps, layer, int(*baselineRepeats));
@@ -386,7 +421,9 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
                 "forward with every diagnostic and maps on demand (what the window asks for); maps "
                 "only: the same without diagnostics and slot activations; one "
-                "map: rebuilding the last layer's head 0 (L × L); toggle: activation toggle to the "
+                "map: rebuilding the last layer's head 0 (L × L); top ovr: the capture after an override "
+                "set on the top layer (with its effect), taking the layers below from the capture "
+                "before it; (full): the same from scratch; toggle: activation toggle to the "
                 "redrawn attention map and sparsity views (a variant not seen before); back: toggling back to a variant seen moments ago (no forward pass); +word: one more word typed at the end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest time without turning its event loop during the toggles and typing; text→PNG: the maps-only capture and the "
                 "attention map view written to a PNG (what relulens render --view attention does); peak MB: the process's peak resident memory so far%s.\n",
                 baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "app/gui.h"
+#include "app/scene_render.h"
 #include "core/device.h"
 #include "ui/app_state.h"
 #include "ui/exportable_view.h"
@@ -54,21 +55,6 @@ QString defaultModel(const QVector<ui::ModelEntry>& catalog) {
     return catalog.isEmpty() ? QString() : catalog.front().folder;
 }
 
-void restoreRun(ui::AppState& state) {
-    core::RunSpec run;
-    if (auto k = core::parseAttentionKind(Settings::string(Settings::Key::Attention).toStdString())) run.attention.kind = *k;
-    if (auto h = core::parseFamilyFunction(Settings::string(Settings::Key::FamilyH).toStdString())) run.attention.h = *h;
-    run.attention.a = std::clamp(Settings::number(Settings::Key::Exponent), 0.0, 2.0);
-    bool isNumber = false;
-    const double bias = Settings::value(Settings::Key::SigmoidBias).toDouble(&isNumber);
-    if (isNumber && std::isfinite(bias)) run.attention.sigmoidBias = std::clamp(bias, -20.0, 20.0);
-    const double sigma = Settings::number(Settings::Key::SsmaxSigma);
-    if (std::isfinite(sigma) && sigma > 0) run.attention.ssmaxSigma = std::clamp(sigma, 0.01, 4.0);
-    if (auto f = core::parseFfnKind(Settings::string(Settings::Key::Ffn).toStdString())) run.ffn = *f;
-    state.setRun(run);
-    state.setMode(Settings::integer(Settings::Key::Mode) == 1 ? ui::VariantMode::TrainedVariant
-                                                             : ui::VariantMode::SameWeights);
-}
 
 bool hasDisplay() {
     return !qEnvironmentVariableIsEmpty("DISPLAY") || !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
@@ -97,42 +83,26 @@ int runGui(int argc, char** argv) {
     }
     if (!display) {
         // No screen: render the main views headless, as `relulens render` would.
-        state.setModelFolder(model);
-        state.setText(defaultText());
-        ui::InferenceRequest request{1, state.effectiveFolder(), state.text().toStdString(),
-                                     ui::InferenceController::captureRequestFor(state),
-                                     ui::InferenceController::comparisonRequestFor(state)};
-        auto response = ui::InferenceController::computeNow(request);
-        if (!response.result) {
-            std::fprintf(stderr, "relulens: %s\n", qPrintable(response.error));
-            return 1;
-        }
-        state.setResult(response.result, response.comparison, response.vocabulary);
+        core::Scene scene;
+        scene.model = QFileInfo(model).absoluteFilePath().toStdString();
+        scene.text = defaultText().toStdString();
         const QString dir = QDir::current().absoluteFilePath("relulens-views");
         QDir().mkpath(dir);
         std::printf("No display found: rendering the main views to PNG files instead.\n");
-        for (const QString& name : ui::viewNames()) {
-            std::unique_ptr<ui::ExportableView> view(ui::createView(name, &state));
-            view->resize(1100, 850);
-            view->setAttribute(Qt::WA_DontShowOnScreen);
-            view->show();
-            view->refresh();
-            QString error;
-            const QString path = dir + "/" + name + ".png";
-            if (!view->exportTo(path, 1.0, &error)) {
-                std::fprintf(stderr, "relulens: %s\n", qPrintable(error));
-                return 1;
-            }
-            std::printf("  %s\n", qPrintable(path));
+        auto drawn = renderScene(scene, ui::viewNames(), [&](const QString& view) { return dir + "/" + view + ".png"; },
+                                 Frame{1100, 850, 1.0});
+        if (!drawn) {
+            std::fprintf(stderr, "relulens: %s\n", drawn.error().c_str());
+            return 1;
         }
+        for (const QString& name : ui::viewNames()) std::printf("  %s\n", qPrintable(dir + "/" + name + ".png"));
         return 0;
     }
     const QString savedText = Settings::string(Settings::Key::Text);
     state.setText(savedText.isEmpty() ? defaultText() : savedText);
     state.setModelFolder(model);
-    restoreRun(state);
-    state.setLayer(Settings::integer(Settings::Key::Layer));
-    state.setHead(Settings::integer(Settings::Key::Head));
+    Settings::restoreVariants(state);
+    Settings::restoreSelection(state);
     ui::InferenceController inference(&state);
     ui::MainWindow window(&state, &inference);
     window.show();

@@ -86,7 +86,7 @@ void printSummary(const core::CaptureResult& r) {
         for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
             const auto& d = layer.attention.heads[h];
             std::printf("%-6zu %-5zu %9.3f %9.3f %9.3f %9.3f %9.3f%s\n", l, h, d.sparsity,
-                        d.entropy, d.rowMass, d.topRatio1, d.sink.firstTokenShare,
+                        d.entropy, d.rowMass, d.topShare, d.sink.firstTokenShare,
                         d.sink.sinkHead ? "  sink" : "");
             sinkHeads += d.sink.sinkHead;
             ++heads;

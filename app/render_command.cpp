@@ -10,6 +10,7 @@
 
 #include "app/commands.h"
 #include "app/gui.h"
+#include "app/scene_render.h"
 #include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/scene.h"
@@ -25,58 +26,6 @@ namespace relulens::app {
 
 namespace {
 
-struct Frame {
-    int width = 1100, height = 850;
-    double scale = 1.0;
-};
-
-// One scene's views, each written to pathFor(view): the state is set from the scene, one pass
-// computes what the views need, and each view draws as it does in the window.
-core::Result<QString> renderScene(const core::Scene& scene, const QStringList& views,
-                                  const std::function<QString(const QString&)>& pathFor, const Frame& frame,
-                                  bool strict = false) {
-    ui::AppState state;
-    state.setCatalog(ui::ModelCatalog::scanDefault());
-    QString problem;
-    if (ui::sceneModelFolder(scene, state, &problem).isEmpty()) return core::Error{problem.toStdString()};
-    const QStringList notes = ui::applySceneInputs(scene, state);
-    for (const auto& note : notes) std::fprintf(stderr, "relulens: note: %s\n", qPrintable(note));
-    state.setLensWanted(views.contains("lens"));
-    ui::InferenceRequest request{1, state.effectiveFolder(), state.text().toStdString(),
-                                 ui::InferenceController::captureRequestFor(state),
-                                 ui::InferenceController::comparisonRequestFor(state)};
-    const bool mapsOnly = std::all_of(views.begin(), views.end(),
-                                      [](const QString& v) { return v == "attention" || v == "heads"; });
-    if (mapsOnly) {
-        // these views draw maps only: no diagnostics, slot activations or comparison
-        request.capture = core::mapsOnlyRequest(state.run());
-        request.comparison.reset();
-    }
-    auto response = ui::InferenceController::computeNow(request, terminalLoadOptions("auto"));
-    if (!response.result) return core::Error{response.error.toStdString()};
-    state.setResult(response.result, response.comparison, response.vocabulary);
-    const int64_t tokens = int64_t(response.result->tokens.size());
-    if (scene.query >= tokens) {
-        const std::string message = "the selected token " + std::to_string(scene.query) +
-                                    " is past the text's last token (" + std::to_string(tokens - 1) + ")";
-        if (strict) return core::Error{"--query: " + message};
-        std::fprintf(stderr, "relulens: note: %s; the last token is selected\n", message.c_str());
-    }
-    ui::applySceneSelection(scene, state);
-    for (const QString& name : views) {
-        std::unique_ptr<ui::ExportableView> view(ui::createView(name, &state));
-        view->resize(frame.width, frame.height);
-        view->setAttribute(Qt::WA_DontShowOnScreen);
-        view->show();
-        QApplication::processEvents();
-        if (auto* map = qobject_cast<ui::AttentionMapView*>(view.get())) ui::applySceneMap(scene, *map);
-        view->refresh();
-        QString error;
-        if (!view->exportTo(pathFor(name), frame.scale, &error)) return core::Error{error.toStdString()};
-    }
-    return state.provenance();
-}
-
 core::Result<Frame> frameFromArguments(const Arguments& args) {
     auto width = args.integer("width", 1100), height = args.integer("height", 850);
     if (!width || !height || *width < 200 || *height < 150 || *width > 10000 || *height > 10000) {
@@ -85,10 +34,6 @@ core::Result<Frame> frameFromArguments(const Arguments& args) {
     auto scale = args.number("scale", 1.0);
     if (!scale || !(*scale > 0) || *scale > 8) return core::Error{"--scale must be in (0, 8]"};
     return Frame{int(*width), int(*height), *scale};
-}
-
-void startOffscreen() {
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
 }
 
 // relulens render --scene FILE | --lesson FILE --out DIR ...

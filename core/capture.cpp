@@ -84,6 +84,46 @@ const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory, const
     return nullptr;
 }
 
+// Whether two requests ask the same of every layer (variants, maps, diagnostics, thresholds),
+// whatever their overrides, effect and lens.
+bool sameLayerWork(const CaptureRequest& a, const CaptureRequest& b) {
+    return a.run.attention == b.run.attention && a.run.ffn == b.run.ffn && a.lazyMaps == b.lazyMaps &&
+           a.slotActivations == b.slotActivations && a.diagnostics == b.diagnostics &&
+           a.tauScale == b.tauScale && a.sinkThreshold == b.sinkThreshold && a.blockRows == b.blockRows &&
+           a.overviewCells == b.overviewCells && a.overviewFromTokens == b.overviewFromTokens;
+}
+
+// How many leading layers `memory`, a capture of the same tokens, computed exactly as this
+// request would (every head of them runs the same attention): at most all but the last, so
+// that the pass still ends in the logits; 0 when the memory lacks the stream entering the
+// first layer to run.
+int64_t reusableLayers(const CaptureMemory* memory, const LanguageModel& model, const CaptureRequest& request,
+                       const std::vector<int64_t>& ids) {
+    if (!memory || memory->model != &model || memory->ids != ids || memory->atEnd.row != int64_t(ids.size()) ||
+        !sameLayerWork(memory->request, request)) {
+        return 0;
+    }
+    const auto& info = model.info();
+    int64_t k = 0;
+    for (; k < info.nLayers - 1; ++k) {
+        bool same = true;
+        for (int64_t h = 0; h < info.nHeads && same; ++h) {
+            same = memory->request.run.headAttention(k, h) == request.run.headAttention(k, h);
+        }
+        if (!same) break;
+    }
+    if (k == 0 || size_t(k) >= memory->residual.size() || !memory->residual[size_t(k)].defined()) return 0;
+    // One sparsity rule holds for the whole run (exact zeros only when every head has them), so
+    // a change above that switches the rule changes what the layers below count.
+    if (request.diagnostics &&
+        attentionSparsityRule(memory->request.run, info.nLayers, info.nHeads, request.tauScale).exactZero !=
+            attentionSparsityRule(request.run, info.nLayers, info.nHeads, request.tauScale).exactZero) {
+        return 0;
+    }
+    if (request.diagnostics && memory->atEnd.accumulators.size() < size_t(k)) return 0;
+    return k;
+}
+
 }  // namespace
 
 int64_t CaptureMemory::bytes() const {
@@ -127,7 +167,9 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     result.tauScale = request.tauScale;
     result.sinkThreshold = request.sinkThreshold;
     result.device = model.device().str();
-    result.tokens = tokenizer.encode(text);
+    auto encoded = tokenizer.encode(text);
+    if (!encoded) return Error{encoded.error()};
+    result.tokens = std::move(*encoded);
     if (result.tokens.empty()) return Error{"the text produced no tokens"};
     const auto L = int64_t(result.tokens.size());
     if (L > request.maxTokens) {
@@ -168,6 +210,11 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     const CaptureMemory* past = from ? previous : nullptr;
     const int64_t P = from ? from->row : 0;  // tokens taken from the previous capture
     result.reusedTokens = P;
+    // Or the same tokens with a change higher in the model: the layers below it are taken from
+    // the previous capture and the pass starts above them.
+    const int64_t K = from || anyMaps ? 0 : reusableLayers(previous, model, request, ids);
+    const CaptureMemory* below = K > 0 ? previous : nullptr;
+    result.reusedLayers = K;
 
     torch::NoGradGuard noGrad;
     std::vector<int64_t> newIds(ids.begin() + P, ids.end());
@@ -179,7 +226,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     trace.options.queriesKeys = request.lazyMaps || continuable;
     // Sink diagnostics read the first token's key and value, and the residual stream.
     trace.options.values = continuable || request.diagnostics;
-    trace.options.residual = request.diagnostics || lens;
+    trace.options.residual = request.diagnostics || lens || request.effect;
     trace.blockRows = request.blockRows;
     trace.options.ffn = request.diagnostics || request.slotActivations || continuable;
     if (past) {
@@ -188,6 +235,10 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
             trace.pastValues.push_back(past->values[size_t(l)].narrow(2, 0, P));
         }
     }
+    if (below) {
+        trace.startLayer = K;
+        trace.startResidual = below->residual[size_t(K)].unsqueeze(0);
+    }
     // Diagnostics are accumulated block by block as the forward pass makes the weights.
     std::vector<AttentionDiagnosticsAccumulator> accumulators;
     if (request.diagnostics) {
@@ -195,6 +246,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         for (int64_t l = 0; l < config.nLayers; ++l) {
             if (from) {
                 accumulators.push_back(from->accumulators[size_t(l)].resized(L));
+            } else if (l < K) {
+                accumulators.push_back(below->atEnd.accumulators[size_t(l)].resized(L));
             } else {
                 accumulators.emplace_back(config.nHeads, L, rule, model.device(), config.window(l));
             }
@@ -203,16 +256,18 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     std::vector<PooledMap> overviews;
     if (request.overviewCells > 0 && L > request.overviewFromTokens) {
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            overviews.push_back(from ? from->overviews[size_t(l)].extended(L)
-                                     : PooledMap::overview(config.nHeads, L, request.overviewCells,
-                                                           model.device()));
+            overviews.push_back(from      ? from->overviews[size_t(l)].extended(L)
+                                : l < K ? below->atEnd.overviews[size_t(l)].copy()
+                                        : PooledMap::overview(config.nHeads, L, request.overviewCells,
+                                                              model.device()));
         }
     }
     // A continuable capture keeps the running state both at the end and kCheckpointRows before
     // it, splitting the block that holds that row.
     CaptureMemory::Checkpoint checkpoint;
     checkpoint.row = std::max<int64_t>(P, L - kCheckpointRows);
-    const bool keepCheckpoint = continuable && checkpoint.row > 0 && checkpoint.row < L;
+    // (The checkpoint is made as the blocks pass, so none when some layers do not run.)
+    const bool keepCheckpoint = continuable && checkpoint.row > 0 && checkpoint.row < L && !below;
     if (keepCheckpoint && checkpoint.row == P) {
         for (const auto& a : accumulators) checkpoint.accumulators.push_back(a.resized(L));
         for (const auto& o : overviews) checkpoint.overviews.push_back(o.copy());
@@ -246,14 +301,26 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     for (auto& p : topPredictions(logits[0], request.topK, tokenizer)) {
         result.predictions.push_back(std::move(p));
     }
+    // The stream entering layer l (L, d), whether this pass ran it or took it from below.
+    auto entering = [&](int64_t l) {
+        return l < K ? below->residual[size_t(l)] : trace.layers[size_t(l)].residual[0];
+    };
     if (request.effect) {
-        const auto unchanged = model.forward(input, request.run.withoutOverrides());
+        // Without the overrides the run is the same below the first layer they name: start there.
+        int64_t first = config.nLayers;
+        for (const auto& o : request.run.overrides) first = std::min(first, o.layer);
+        ForwardTrace unchangedTrace;
+        if (first > 0 && first < config.nLayers) {
+            unchangedTrace.startLayer = first;
+            unchangedTrace.startResidual = entering(first).unsqueeze(0);
+        }
+        const auto unchanged = model.forward(input, request.run.withoutOverrides(), &unchangedTrace);
         result.effect = changeEffect(logits[0], unchanged[0], ids, request.topK, tokenizer);
     }
     logits = torch::Tensor();
     if (lens) {
         std::vector<torch::Tensor> afterLayer;
-        for (int64_t l = 1; l < config.nLayers; ++l) afterLayer.push_back(trace.layers[size_t(l)].residual[0]);
+        for (int64_t l = 1; l < config.nLayers; ++l) afterLayer.push_back(entering(l));
         afterLayer.push_back(trace.finalResidual[0]);
         result.lens = logitLens(model, afterLayer, ids, lensPositions, request.topK, tokenizer);
     }
@@ -271,21 +338,28 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     for (int64_t l = 0; l < config.nLayers; ++l) {
         if (cancel && cancel->load()) return Error{"cancelled"};
         const auto& t = trace.layers[size_t(l)];
-        const auto q = t.q.defined() ? joined(&CaptureMemory::queries, l, t.q[0], 1) : torch::Tensor();
-        const auto headOutputs =
-            t.headOutputs.defined() ? joined(&CaptureMemory::headOutputs, l, t.headOutputs[0], 1) : torch::Tensor();
-        const auto ffnInput = t.ffnInput.defined() ? joined(&CaptureMemory::ffnInput, l, t.ffnInput[0], 0) : torch::Tensor();
-        const auto slots =
-            t.slotActivations.defined() ? joined(&CaptureMemory::slotActivations, l, t.slotActivations[0], 0) : torch::Tensor();
-        const auto ffnOutput = t.ffnOutput.defined() ? joined(&CaptureMemory::ffnOutput, l, t.ffnOutput[0], 0) : torch::Tensor();
-        const auto residual = t.residual.defined() ? joined(&CaptureMemory::residual, l, t.residual[0], 0) : torch::Tensor();
+        // A layer this pass ran (its new rows after the previous capture's first P), or one
+        // taken whole from the capture below.
+        auto layerTensor = [&](const std::vector<torch::Tensor> CaptureMemory::*list, const torch::Tensor& fresh,
+                               int64_t dim) {
+            if (l < K) return ((*below).*list)[size_t(l)];
+            return fresh.defined() ? joined(list, l, fresh[0], dim) : torch::Tensor();
+        };
+        const auto q = layerTensor(&CaptureMemory::queries, t.q, 1);
+        const auto headOutputs = layerTensor(&CaptureMemory::headOutputs, t.headOutputs, 1);
+        const auto ffnInput = layerTensor(&CaptureMemory::ffnInput, t.ffnInput, 0);
+        const auto slots = layerTensor(&CaptureMemory::slotActivations, t.slotActivations, 0);
+        const auto ffnOutput = layerTensor(&CaptureMemory::ffnOutput, t.ffnOutput, 0);
+        const auto residual = layerTensor(&CaptureMemory::residual, t.residual, 0);
+        const auto keys = l < K ? below->keys[size_t(l)] : t.k;      // (1, H_kv, L, dh)
+        const auto values = l < K ? below->values[size_t(l)] : t.v;
         LayerCapture layer;
         if (request.diagnostics) {
             layer.attention = accumulators[size_t(l)].finish(headOutputs);
             layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
             layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
             layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
-            completeSinkDiagnostics(layer.attention.heads, t.k[0], t.v[0], request.sinkThreshold);
+            completeSinkDiagnostics(layer.attention.heads, keys[0], values[0], request.sinkThreshold);
             layer.residual = residualDiagnostics(residual);
             layer.ffn = model.ffnDiagnostics(l, ffnInput, slots, ffnOutput, request.run.ffn,
                                              request.tauScale);
@@ -293,11 +367,11 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         }
         if (request.slotActivations) layer.slotActivations = slots.to(torch::kCPU);
         if (request.lazyMaps) {
-            lazyLayers.push_back({q, t.k[0], model.attentionGamma(l), config.window(l)});
+            lazyLayers.push_back({q, keys[0], model.attentionGamma(l), config.window(l)});
         }
         if (memory) {
-            memory->keys.push_back(t.k);
-            memory->values.push_back(t.v);
+            memory->keys.push_back(keys);
+            memory->values.push_back(values);
             memory->queries.push_back(q);
             memory->headOutputs.push_back(headOutputs);
             memory->ffnInput.push_back(ffnInput);

@@ -123,6 +123,9 @@ struct CaptureResult {
     std::shared_ptr<const MapSource> maps;  // every attention map the views and exports ask for
     double milliseconds = 0;  // forward pass and capture
     int64_t reusedTokens = 0;  // leading tokens taken from a previous capture's memory
+    // Leading layers taken from a previous capture of the same tokens whose run differed only
+    // higher up (an override or ablation set on a layer above them): only the rest ran.
+    int64_t reusedLayers = 0;
     std::optional<ChangeEffect> effect;  // when asked for
     std::optional<LogitLens> lens;       // when asked for
 };
@@ -144,7 +147,9 @@ CaptureRequest mapsOnlyRequest(const RunSpec& run);
 // model cannot run, or cancellation. With memoryOut (and no requested maps), what a capture of
 // a longer text needs is kept there. With `previous` (the memory of an earlier capture of the
 // same model and request), the tokens its text shares are taken from it and only the rest run;
-// the result equals a capture without it.
+// the result equals a capture without it. With `previous` of the same tokens and a run that
+// differs only from some layer up (an override or ablation set there), the layers below it are
+// taken from it instead.
 Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
                               const std::string& text, const CaptureRequest& request,
                               const std::atomic<bool>* cancel = nullptr,

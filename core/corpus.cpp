@@ -24,7 +24,9 @@ Result<TokenizedCorpus> tokenizeCorpus(const std::vector<std::string>& files,
                                        const Tokenizer& tokenizer, double validationFraction) {
     auto text = readCorpusText(files);
     if (!text) return Error{text.error()};
-    const auto tokens = tokenizer.encode(*text);
+    auto encoded = tokenizer.encode(*text);
+    if (!encoded) return Error{encoded.error()};
+    const auto& tokens = *encoded;
     if (tokens.size() < 64) {
         return Error{"the corpus has only " + std::to_string(tokens.size()) +
                      " tokens; training needs more text"};

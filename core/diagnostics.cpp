@@ -281,8 +281,8 @@ AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor
         d.rowMass = massMean[size_t(h)];
         d.rowMassStd = massStd[size_t(h)];
         d.entropy = entropyV[size_t(h)];
-        d.topRatio1 = top1V[size_t(h)];
-        d.topRatio1pct = topPctV[size_t(h)];
+        d.topShare = top1V[size_t(h)];
+        d.topOnePercentShare = topPctV[size_t(h)];
         d.outputVariance = variance[size_t(h)];
         d.emptyRows = int64_t(empty[size_t(h)]);
         const double* row = profileCpu[h].data_ptr<double>();

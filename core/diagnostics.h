@@ -34,8 +34,8 @@ struct HeadDiagnostics {
     double rowMass = 0;         // mean over rows of Σ_j α_ij
     double rowMassStd = 0;      // its spread over rows
     double entropy = 0;         // mean row entropy (nats) after normalising rows to sum 1
-    double topRatio1 = 0;       // mean share of row mass in the top entry
-    double topRatio1pct = 0;    // ... in the top ceil(1 % of n_i) entries
+    double topShare = 0;            // mean share of row mass in the top entry
+    double topOnePercentShare = 0;  // ... in the top ceil(1 % of n_i) entries
     double outputVariance = 0;  // variance of the head's output α·v
     int64_t emptyRows = 0;      // rows whose mass is exactly 0 (left out of entropy/top ratio)
     std::vector<double> distanceProfile;  // mean weight at query–key distance 0..L-1

@@ -59,6 +59,11 @@ struct ForwardTrace {
     // k and v for all P + L. The model is causal, so the result equals a pass over the whole.
     std::vector<torch::Tensor> pastKeys, pastValues;
     int64_t pastLength() const { return pastKeys.empty() ? 0 : pastKeys[0].size(2); }
+    // Start at layer startLayer from the residual stream entering it (B, L, d), from an earlier
+    // pass over the same tokens whose run is the same below that layer (a change made higher in
+    // the model). The layers before it are neither run nor traced. Not combined with pastKeys.
+    int64_t startLayer = 0;
+    torch::Tensor startResidual;
     // With options.residual: the stream after the last layer, before the final norm (B, L, d).
     torch::Tensor finalResidual;
 };

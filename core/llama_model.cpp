@@ -58,9 +58,15 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
     const int64_t past = trace ? trace->pastLength() : 0;  // positions of ids start here
     if (trace) trace->layers.assign(size_t(c.layers), LayerTrace{});
 
-    auto x = torch::embedding(weights_.embedding, ids);  // (B, L, d)
-    if (c.gemma) x = x * float(std::sqrt(double(c.hidden)));
-    for (int64_t l = 0; l < c.layers; ++l) {
+    const int64_t start = trace && trace->startResidual.defined() ? trace->startLayer : 0;
+    torch::Tensor x;  // (B, L, d)
+    if (start > 0) {
+        x = trace->startResidual;
+    } else {
+        x = torch::embedding(weights_.embedding, ids);
+        if (c.gemma) x = x * float(std::sqrt(double(c.hidden)));
+    }
+    for (int64_t l = start; l < c.layers; ++l) {
         const Layer& w = weights_.layers[size_t(l)];
         if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
         const auto h = rmsNorm(x, w.inputNorm);

@@ -155,7 +155,7 @@ const Api& api() {
 // What every kind of tokenizer model answers; Tokenizer adds the BOS token.
 struct Tokenizer::Backend {
     virtual ~Backend() = default;
-    virtual std::vector<Token> encode(const std::string& text) const = 0;
+    virtual Result<std::vector<Token>> encode(const std::string& text) const = 0;
     virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
     virtual std::string piece(int64_t id) const = 0;
     virtual bool isSpecial(int64_t id) const = 0;
@@ -177,14 +177,15 @@ public:
     explicit SentencePieceBackend(rl_spm* model) : model_(model) {}
     ~SentencePieceBackend() override { api().free(model_); }
 
-    std::vector<Token> encode(const std::string& text) const override {
+    Result<std::vector<Token>> encode(const std::string& text) const override {
         const Api& a = api();
         rl_spm_token* raw = nullptr;
         size_t count = 0;
         char err[512] = {0};
         std::vector<Token> tokens;
         if (a.encode(model_, text.data(), text.size(), &raw, &count, err, sizeof err) != 0) {
-            return tokens;
+            return Error{std::string("the tokenizer could not encode the text: ") +
+                         (err[0] ? err : "no reason given")};
         }
         tokens.reserve(count);
         for (size_t i = 0; i < count; ++i) {
@@ -267,7 +268,7 @@ private:
 class BpeBackend : public Tokenizer::Backend {
 public:
     explicit BpeBackend(BpeTokenizer bpe) : bpe_(std::move(bpe)) {}
-    std::vector<Token> encode(const std::string& text) const override { return bpe_.encode(text); }
+    Result<std::vector<Token>> encode(const std::string& text) const override { return bpe_.encode(text); }
     std::string decode(const std::vector<int64_t>& ids) const override { return bpe_.decode(ids); }
     std::string piece(int64_t id) const override { return bpe_.piece(id); }
     bool isSpecial(int64_t id) const override { return bpe_.isSpecial(id); }
@@ -362,14 +363,15 @@ Status Tokenizer::train(const TokenizerTrainOptions& o) {
     return {};
 }
 
-std::vector<Token> Tokenizer::encode(const std::string& text) const {
+Result<std::vector<Token>> Tokenizer::encode(const std::string& text) const {
     std::vector<Token> tokens;
     if (bos_ >= 0) tokens.push_back({bos_, piece(bos_), 0, 0});
     auto body = backend_->encode(text);
+    if (!body) return Error{body.error()};
     if (tokens.empty()) {
-        tokens = std::move(body);
+        tokens = std::move(*body);
     } else {
-        tokens.insert(tokens.end(), std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
+        tokens.insert(tokens.end(), std::make_move_iterator(body->begin()), std::make_move_iterator(body->end()));
     }
     for (auto& t : tokens) t.readable = readable(t.id);
     return tokens;

@@ -42,8 +42,9 @@ public:
     static Status train(const TokenizerTrainOptions& options);
     const std::string& kind() const { return kind_; }  // "sentencepiece" or "bpe"
 
-    // Tokens of `text`, after the BOS token when one is set (an empty span at 0).
-    std::vector<Token> encode(const std::string& text) const;
+    // Tokens of `text`, after the BOS token when one is set (an empty span at 0); an error
+    // carries the tokenizer module's own message.
+    Result<std::vector<Token>> encode(const std::string& text) const;
     std::string decode(const std::vector<int64_t>& ids) const;
     std::string piece(int64_t id) const;
     // The piece as a person reads it, whatever the tokenizer's spelling: spaces as "▁", "↵"

@@ -113,6 +113,18 @@ Result<OptimiserState> loadState(const std::string& folder, const ModelConfig& c
 
 }  // namespace
 
+void adamWStep(const torch::Tensor& parameter, const torch::Tensor& gradient, const torch::Tensor& m, const torch::Tensor& v,
+               int64_t step, double lr, double beta1, double beta2, double weightDecay, bool decay) {
+    torch::NoGradGuard noGrad;
+    const double bc1 = 1.0 - std::pow(beta1, double(step));
+    const double bc2 = 1.0 - std::pow(beta2, double(step));
+    m.mul_(beta1).add_(gradient, 1.0 - beta1);
+    v.mul_(beta2).addcmul_(gradient, gradient, 1.0 - beta2);
+    auto denominator = (v / bc2).sqrt_().add_(1e-8);
+    if (decay) parameter.mul_(1.0 - lr * weightDecay);
+    parameter.addcdiv_(m, denominator, -lr / bc1);
+}
+
 double learningRate(const TrainOptions& o, int64_t step) {
     if (step <= o.warmup) return o.lr * double(step) / double(std::max<int64_t>(1, o.warmup));
     const double progress =
@@ -121,28 +133,38 @@ double learningRate(const TrainOptions& o, int64_t step) {
     return o.lr * (o.minLrRatio + (1.0 - o.minLrRatio) * cosine);
 }
 
-Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<bool>& stop,
-                                const ProgressCallback& progress) {
+namespace {
+
+// What a run needs before its first step: the tokenizer, the model and optimiser state (fresh,
+// or resumed from the folder's checkpoint), the corpus and the validation windows.
+struct TrainingRun {
+    ModelConfig config;
+    Transformer model;
+    OptimiserState state;
+    TokenizedCorpus corpus;
+    torch::Tensor validation;  // (windows, context + 1)
+};
+
+Result<TrainingRun> startTraining(const TrainOptions& options) {
     const fs::path out(options.out);
     std::error_code ec;
     auto tokenizer = Tokenizer::load(options.tokenizerPath);
     if (!tokenizer) return Error{tokenizer.error()};
 
-    ModelConfig config = options.config;
-    config.vocabSize = tokenizer->vocabSize();
-    Transformer model;
-    OptimiserState state;
+    TrainingRun run;
+    run.config = options.config;
+    run.config.vocabSize = tokenizer->vocabSize();
     if (options.resume) {
         auto saved = loadConfigFile((out / "config.json").string());
         if (!saved) return Error{"cannot resume: " + saved.error()};
-        config = *saved;
+        run.config = *saved;
         TensorMap parameters;
-        auto loaded = loadState(options.out, config, parameters);
+        auto loaded = loadState(options.out, run.config, parameters);
         if (!loaded) return Error{"cannot resume: " + loaded.error()};
-        state = std::move(*loaded);
-        model = Transformer::fromTensors(config, std::move(parameters));
-        if (state.step >= options.steps) {
-            return Error{"the checkpoint is already at step " + std::to_string(state.step) +
+        run.state = std::move(*loaded);
+        run.model = Transformer::fromTensors(run.config, std::move(parameters));
+        if (run.state.step >= options.steps) {
+            return Error{"the checkpoint is already at step " + std::to_string(run.state.step) +
                          "; ask for more --steps to continue"};
         }
     } else {
@@ -151,11 +173,11 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
             return Error{options.out + " already holds a model; add --force to replace it or "
                                        "--resume to continue its training"};
         }
-        if (auto s = validateConfig(config); !s) return Error{s.error()};
-        model = Transformer::initialise(config, options.seed);
-        for (const auto& [name, t] : model.tensors()) {
-            state.m[name] = torch::zeros_like(t);
-            state.v[name] = torch::zeros_like(t);
+        if (auto s = validateConfig(run.config); !s) return Error{s.error()};
+        run.model = Transformer::initialise(run.config, options.seed);
+        for (const auto& [name, t] : run.model.tensors()) {
+            run.state.m[name] = torch::zeros_like(t);
+            run.state.v[name] = torch::zeros_like(t);
         }
     }
     fs::create_directories(out, ec);
@@ -163,21 +185,85 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
 
     auto corpus = tokenizeCorpus(options.corpus, *tokenizer, options.validationFraction);
     if (!corpus) return Error{corpus.error()};
-    const int64_t context = config.contextLength;
-    if (corpus->train.size() <= size_t(context) + 1 ||
-        corpus->validation.size() <= size_t(context) + 1) {
+    run.corpus = std::move(*corpus);
+    const int64_t context = run.config.contextLength;
+    if (run.corpus.train.size() <= size_t(context) + 1 || run.corpus.validation.size() <= size_t(context) + 1) {
         return Error{"the corpus is too small for context " + std::to_string(context) +
-                     " (training part " + std::to_string(corpus->train.size()) +
-                     " tokens, validation part " + std::to_string(corpus->validation.size()) +
+                     " (training part " + std::to_string(run.corpus.train.size()) +
+                     " tokens, validation part " + std::to_string(run.corpus.validation.size()) +
                      ")"};
     }
-    const auto validation =
-        windows(corpus->validation,
-                validationOffsets(corpus->validation.size(), options.evalBatches * options.batch,
-                                  context),
-                context);
-    const RunSpec run = config.trained;
+    run.validation = windows(run.corpus.validation,
+                             validationOffsets(run.corpus.validation.size(), options.evalBatches * options.batch,
+                                               context),
+                             context);
+    return run;
+}
+
+struct StepLosses {
+    torch::Tensor crossEntropy;  // of this step's batch
+    torch::Tensor regulariser;   // ReLUFormer's row-mass term (undefined for other variants)
+};
+
+// Forward, backward, global-norm clipping and AdamW on one batch (B, context + 1). Fails when
+// the gradient norm is not finite, before anything is updated.
+Result<StepLosses> trainingStep(Transformer& model, OptimiserState& state, const torch::Tensor& batch,
+                                const TrainOptions& options, int64_t step, double lr) {
+    const RunSpec run = model.config().trained;
     const bool regularise = run.attention.kind == AttentionKind::ReluFormer;
+    const int64_t context = batch.size(1) - 1;
+    ForwardTrace trace;
+    trace.options.rowMass = regularise;
+    auto logits = model.forward(batch.narrow(1, 0, context), run, regularise ? &trace : nullptr);
+    StepLosses losses;
+    losses.crossEntropy = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                               batch.narrow(1, 1, context).reshape({-1}));
+    auto loss = losses.crossEntropy;
+    if (regularise) {
+        auto reg = torch::zeros({});
+        for (const auto& layer : trace.layers) reg = reg + torch::log(layer.rowMass + 1e-6).abs().mean();
+        losses.regulariser = reg * (options.reluformerLambda / double(trace.layers.size()));
+        loss = loss + losses.regulariser;
+    }
+    for (auto& [name, t] : model.tensors()) {
+        if (t.grad().defined()) t.grad().zero_();
+    }
+    loss.backward();
+    torch::NoGradGuard noGrad;
+    double squares = 0;
+    for (const auto& [name, t] : model.tensors()) {
+        if (t.grad().defined()) squares += t.grad().pow(2).sum().item<double>();
+    }
+    const double norm = std::sqrt(squares);
+    if (!std::isfinite(norm)) {
+        return Error{"training diverged at step " + std::to_string(step) +
+                     " (gradient norm is not finite); the last checkpoint is kept"};
+    }
+    const double clipScale = norm > options.clip ? options.clip / (norm + 1e-6) : 1.0;
+    for (auto& [name, t] : model.tensors()) {
+        // Tensors the trained variant does not use (γ under softmax, the memory's layer norm
+        // under relu) get no gradient and stay as initialised.
+        if (!t.grad().defined()) continue;
+        adamWStep(t, t.grad() * clipScale, state.m[name], state.v[name], step, lr, options.beta1, options.beta2,
+                  options.weightDecay, decays(name, t));
+    }
+    return losses;
+}
+
+}  // namespace
+
+Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<bool>& stop,
+                                const ProgressCallback& progress) {
+    const fs::path out(options.out);
+    auto prepared = startTraining(options);
+    if (!prepared) return Error{prepared.error()};
+    TrainingRun& training = *prepared;
+    const ModelConfig& config = training.config;
+    Transformer& model = training.model;
+    OptimiserState& state = training.state;
+    const auto& validation = training.validation;
+    const int64_t context = config.contextLength;
+    const RunSpec run = config.trained;
 
     auto validationLoss = [&]() {
         torch::NoGradGuard noGrad;
@@ -221,57 +307,12 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
         }
         const int64_t step = state.step + 1;
         const double lr = learningRate(options, step);
-        auto batch = trainingBatch(corpus->train, options.batch, context, options.seed, step);
-        ForwardTrace trace;
-        trace.options.rowMass = regularise;
-        auto logits = model.forward(batch.narrow(1, 0, context), run, regularise ? &trace : nullptr);
-        auto ce = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                       batch.narrow(1, 1, context).reshape({-1}));
-        auto loss = ce;
-        torch::Tensor reg;
-        if (regularise) {
-            reg = torch::zeros({});
-            for (const auto& layer : trace.layers) {
-                reg = reg + torch::log(layer.rowMass + 1e-6).abs().mean();
-            }
-            reg = reg * (options.reluformerLambda / double(trace.layers.size()));
-            loss = loss + reg;
-        }
-        for (auto& [name, t] : model.tensors()) {
-            if (t.grad().defined()) t.grad().zero_();
-        }
-        loss.backward();
-        {
-            torch::NoGradGuard noGrad;
-            double squares = 0;
-            for (const auto& [name, t] : model.tensors()) {
-                if (t.grad().defined()) squares += t.grad().pow(2).sum().item<double>();
-            }
-            const double norm = std::sqrt(squares);
-            if (!std::isfinite(norm)) {
-                return Error{"training diverged at step " + std::to_string(step) +
-                             " (gradient norm is not finite); the last checkpoint is kept"};
-            }
-            const double clipScale = norm > options.clip ? options.clip / (norm + 1e-6) : 1.0;
-            const double bc1 = 1.0 - std::pow(options.beta1, double(step));
-            const double bc2 = 1.0 - std::pow(options.beta2, double(step));
-            for (const auto& [name, t] : model.tensors()) {
-                // Tensors the trained variant does not use (γ under softmax, the memory's
-                // layer norm under relu) get no gradient and stay as initialised.
-                if (!t.grad().defined()) continue;
-                auto g = t.grad() * clipScale;
-                auto& m = state.m[name];
-                auto& v = state.v[name];
-                m.mul_(options.beta1).add_(g, 1.0 - options.beta1);
-                v.mul_(options.beta2).addcmul_(g, g, 1.0 - options.beta2);
-                auto denominator = (v / bc2).sqrt_().add_(1e-8);
-                if (decays(name, t)) t.mul_(1.0 - lr * options.weightDecay);
-                t.addcdiv_(m, denominator, -lr / bc1);
-            }
-        }
+        auto batch = trainingBatch(training.corpus.train, options.batch, context, options.seed, step);
+        auto losses = trainingStep(model, state, batch, options, step, lr);
+        if (!losses) return Error{losses.error()};
         state.step = step;
         state.tokens += options.batch * context;
-        lastTrainLoss = ce.item<double>();
+        lastTrainLoss = losses->crossEntropy.item<double>();
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         state.seconds = secondsBefore + elapsed;
@@ -280,7 +321,7 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
         p.step = step;
         p.steps = options.steps;
         p.trainLoss = lastTrainLoss;
-        p.regulariser = reg.defined() ? reg.item<double>() : 0.0;
+        p.regulariser = losses->regulariser.defined() ? losses->regulariser.item<double>() : 0.0;
         p.lr = lr;
         p.elapsedSeconds = state.seconds;
         p.tokensPerSecond = double((step - firstStep) * options.batch * context) / std::max(elapsed, 1e-9);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/torch_include.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
 
@@ -66,5 +67,13 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
 
 // Learning rate at a step: linear warm-up, then cosine decay to lr · minLrRatio.
 double learningRate(const TrainOptions& options, int64_t step);
+
+// One AdamW step on one tensor, as the trainer takes it (in place: the tensors share their
+// storage with the caller's): decoupled weight decay (when `decay`),
+// then the moments m and v updated in place from `gradient`, bias-corrected for `step` (from 1),
+// and parameter -= lr / (1 - beta1^step) · m / (sqrt(v / (1 - beta2^step)) + 1e-8). The same
+// update as torch::optim::AdamW with eps 1e-8.
+void adamWStep(const torch::Tensor& parameter, const torch::Tensor& gradient, const torch::Tensor& m, const torch::Tensor& v,
+               int64_t step, double lr, double beta1, double beta2, double weightDecay, bool decay);
 
 }  // namespace relulens::core

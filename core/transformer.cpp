@@ -133,8 +133,9 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
     const int64_t past = trace ? trace->pastLength() : 0;  // positions of ids start here
     if (trace) trace->layers.assign(size_t(c.nLayers), LayerTrace{});
 
-    auto x = torch::embedding(embedding_, ids);  // (B, L, d)
-    for (int64_t l = 0; l < c.nLayers; ++l) {
+    const int64_t start = trace && trace->startResidual.defined() ? trace->startLayer : 0;
+    auto x = start > 0 ? trace->startResidual : torch::embedding(embedding_, ids);  // (B, L, d)
+    for (int64_t l = start; l < c.nLayers; ++l) {
         const Layer& w = layers_[size_t(l)];
         if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
         auto h = torch::layer_norm(x, {c.dModel}, w.ln1Weight, w.ln1Bias, c.normEps);

@@ -167,7 +167,7 @@ private Q_SLOTS:
         while (text.size() < 5 * 1024 * 1024) text += goodText_ + "\n";
         auto tokenizer = core::Tokenizer::load(relulens::test::dataPath("tiny/tokenizer.model"));
         QVERIFY(tokenizer.ok());
-        const auto count = tokenizer->encode(text.toStdString()).size();
+        const auto count = tokenizer->encode(text.toStdString()).value().size();
         QCOMPARE(messageFor(text),
                  QString("the text has %1 tokens; at most 16384 can be inspected at once: shorten "
                          "it or inspect an excerpt").arg(count));

@@ -72,7 +72,7 @@ class TestBpeTokenizer : public QObject {
     void compare(const Tokenizer& tokenizer, const json& expected, const QByteArray& what) {
         for (const auto& entry : expected) {
             const std::string text = entry["text"];
-            const auto tokens = tokenizer.encode(text);
+            const auto tokens = tokenizer.encode(text).value();
             const auto ids = entry["ids"].get<std::vector<int64_t>>();
             QVERIFY2(tokens.size() == ids.size(),
                      what + ": " + QByteArray::number(int(tokens.size())) + " tokens instead of " +
@@ -128,7 +128,8 @@ private Q_SLOTS:
         for (const auto& entry : reference_[vocab]) {
             const std::string text = entry["text"];
             std::vector<int64_t> ids;
-            for (const auto& t : tokenizer->encode(text)) ids.push_back(t.id);
+            const auto tokens = tokenizer->encode(text).value();
+            for (const auto& t : tokens) ids.push_back(t.id);
             const std::string back = tokenizer->decode(ids);
             // qwen3 normalises to NFC: its round trip gives the composed text, as the reference's
             if (entry["offsets_exact"].get<bool>()) QCOMPARE(back, text);
@@ -214,7 +215,7 @@ private Q_SLOTS:
         auto result = capture(*loaded->model, loaded->tokenizer, text, viewerRequest(loaded->model->info().trained, 0.1));
         QVERIFY2(result.ok(), result.ok() ? "" : result.error().c_str());
         // the same tokens as the reference implementation gives this vocabulary
-        const auto expected = loaded->tokenizer.encode(text);
+        const auto expected = loaded->tokenizer.encode(text).value();
         QCOMPARE(result->tokens.size(), expected.size());
         QCOMPARE(result->tokens.back().end, text.size());
         auto invalid = capture(*loaded->model, loaded->tokenizer, "caf\xe9", viewerRequest(loaded->model->info().trained, 0.1));

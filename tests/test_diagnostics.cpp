@@ -30,8 +30,8 @@ private Q_SLOTS:
         QVERIFY(std::abs(h.rowMass - 1.5) < 1e-6);              // (0.5 + 2 + 2) / 3
         QVERIFY(std::abs(h.rowMassStd - std::sqrt(0.5)) < 1e-6);
         QVERIFY(std::abs(h.entropy - std::log(2.0) / 3.0) < 1e-6);  // rows: 0, 0, ln 2
-        QVERIFY(std::abs(h.topRatio1 - 2.5 / 3.0) < 1e-6);          // 1, 1, 0.5
-        QVERIFY(std::abs(h.topRatio1pct - 2.5 / 3.0) < 1e-6);       // top 1 % is top 1 at n <= 100
+        QVERIFY(std::abs(h.topShare - 2.5 / 3.0) < 1e-6);          // 1, 1, 0.5
+        QVERIFY(std::abs(h.topOnePercentShare - 2.5 / 3.0) < 1e-6);       // top 1 % is top 1 at n <= 100
         QCOMPARE(h.emptyRows, int64_t(0));
         // distance 0: (0.5 + 2 + 0) / 3; distance 1: (0 + 1) / 2; distance 2: 1 / 1
         QCOMPARE(h.distanceProfile.size(), size_t(3));
@@ -49,7 +49,7 @@ private Q_SLOTS:
         const double e1 = -(0.2 * std::log(0.2) + 0.8 * std::log(0.8));
         const double e2 = -(0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.7 * std::log(0.7));
         QVERIFY(std::abs(h.entropy - (e1 + e2) / 2) < 1e-6);
-        QVERIFY(std::abs(h.topRatio1 - 0.75) < 1e-6);
+        QVERIFY(std::abs(h.topShare - 0.75) < 1e-6);
         QVERIFY(std::abs(h.sparsity - 1.0 / 6.0) < 1e-6);
     }
 
@@ -87,7 +87,7 @@ private Q_SLOTS:
             for (int j = 0; j < k; ++j) top += row[size_t(j)];
             expected += top / mass;
         }
-        QVERIFY(std::abs(d.heads[0].topRatio1pct - expected / L) < 1e-5);
+        QVERIFY(std::abs(d.heads[0].topOnePercentShare - expected / L) < 1e-5);
     }
 
     void outputVarianceByRowBuckets() {
@@ -172,8 +172,8 @@ private Q_SLOTS:
             const auto& q = b.heads[size_t(h)];
             QVERIFY(std::abs(p.sparsity - q.sparsity) < 1e-6);
             QVERIFY(std::abs(p.entropy - q.entropy) < 1e-5);
-            QVERIFY(std::abs(p.topRatio1 - q.topRatio1) < 1e-5);
-            QVERIFY(std::abs(p.topRatio1pct - q.topRatio1pct) < 1e-5);
+            QVERIFY(std::abs(p.topShare - q.topShare) < 1e-5);
+            QVERIFY(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5);
             QCOMPARE(p.emptyRows, q.emptyRows);
             QVERIFY(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5);
             QVERIFY(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-6);

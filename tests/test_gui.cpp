@@ -26,6 +26,7 @@
 #include "ui/lens_view.h"
 #include "ui/colour_maps.h"
 #include "ui/main_window.h"
+#include "ui/map_jobs.h"
 #include "ui/override_menu.h"
 #include "ui/sparsity_view.h"
 #include "ui/token_strip.h"
@@ -354,6 +355,25 @@ private Q_SLOTS:
         QVERIFY(map->plot()->xAxis->labelFont().pointSizeF() > before * 1.5);
         window_->setPresentationMode(false);
         QVERIFY(std::abs(map->plot()->xAxis->labelFont().pointSizeF() - before) < 0.01);
+    }
+
+    // Work on the map thread that throws becomes a message for the window: the owner's answer
+    // is not called, and nothing unwinds through the event loop.
+    void aThrowingMapJobBecomesAMessage() {
+        MapChannel channel;
+        QObject owner;
+        bool answered = false;
+        QSignalSpy failed(&MapJobs::instance(), &MapJobs::failed);
+        MapJobs::instance().post<int>(
+            channel, &owner, []() -> int { throw std::runtime_error("not enough memory for this map\n(details)"); },
+            [&](int) { answered = true; });
+        QVERIFY(failed.wait(5000));
+        QCOMPARE(failed.at(0).at(0).toString(), QString("not enough memory for this map"));
+        QVERIFY(!answered);
+        // the thread still works
+        int got = 0;
+        MapJobs::instance().post<int>(channel, &owner, [] { return 7; }, [&](int v) { got = v; });
+        QTRY_COMPARE(got, 7);
     }
 
     void exportsAreValidFiles() {

@@ -23,6 +23,7 @@
 #include "ui/main_window.h"
 #include "ui/model_catalog.h"
 #include "ui/scene_state.h"
+#include "ui/settings.h"
 #include "ui/view_factory.h"
 
 using namespace relulens;
@@ -470,6 +471,53 @@ private Q_SLOTS:
         QCOMPARE(panel->lesson().steps[1].caption, std::string("Second: ReLU ÷ n."));
         QVERIFY(applyAndWait([&] { panel->goTo(1); }));
         checkSecond();
+    }
+
+    // What the window shows comes back at the next start, overrides included (Settings owns
+    // both halves); an unreadable saved value takes its default.
+    void theSessionPersists() {
+        core::RunSpec run;
+        run.attention.kind = core::AttentionKind::Sigmoid;
+        run.attention.sigmoidBias = -2.0;
+        core::AttentionOverride layerWide;
+        layerWide.layer = 1;
+        layerWide.spec.kind = core::AttentionKind::ReluLen;
+        layerWide.spec.a = 0.5;
+        core::AttentionOverride ablation;
+        ablation.layer = 0;
+        ablation.head = 1;
+        ablation.ablation = core::Ablation::Zero;
+        run.overrides = {layerWide, ablation};
+        QVERIFY(applyAndWait([&] {
+            state_->setModelFolder(tinyModel());
+            state_->setRun(run);
+            state_->setMode(VariantMode::SameWeights);
+        }));
+        state_->setLayer(1);
+        state_->setHead(-1);
+        window_->saveSettings();
+
+        AppState next;
+        next.setModelFolder(Settings::string(Settings::Key::ModelFolder));
+        QCOMPARE(next.modelFolder(), state_->modelFolder());
+        Settings::restoreVariants(next);
+        Settings::restoreSelection(next);
+        QVERIFY(core::sameVariants(next.run(), run));
+        QCOMPARE(next.run().overrides, run.overrides);
+        QCOMPARE(next.run().attention.sigmoidBias.value_or(0), -2.0);
+        QCOMPARE(next.layer(), 1);
+        QCOMPARE(next.head(), -1);
+        QCOMPARE(Settings::string(Settings::Key::Text), state_->text());
+
+        QSettings().setValue("run/overrides", R"([{"layer": "one"}, {"layer": 0, "head": 0, "ablation": "uniform"}])");
+        QSettings().setValue("run/a", 9.0);
+        AppState damaged;
+        damaged.setModelFolder(tinyModel());
+        Settings::restoreVariants(damaged);
+        QCOMPARE(damaged.run().overrides.size(), size_t(1));
+        QCOMPARE(damaged.run().overrides[0].label(), std::string("0:0=uniform"));
+        QCOMPARE(damaged.run().attention.a, 2.0);  // clamped to the family's range
+        QSettings().clear();
     }
 
     // `render --lesson` writes every step's views and captions; `render --scene` one scene's.

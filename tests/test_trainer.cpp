@@ -3,6 +3,13 @@
 #include <QtTest>
 
 #include <fstream>
+#include <iterator>
+
+// torch::optim, with Qt's `slots` macro hidden as core/torch_include.h does
+#pragma push_macro("slots")
+#undef slots
+#include <torch/optim/adamw.h>
+#pragma pop_macro("slots")
 
 #include "core/checkpoint.h"
 #include "core/evaluation.h"
@@ -95,10 +102,46 @@ private Q_SLOTS:
         QVERIFY(QString::fromStdString(loaded->model->info().description).contains("40 steps"));
     }
 
+    // A folder that holds a model (its config.json) is never overwritten without --force, and
+    // is left as it was.
     void refusesToOverwrite() {
-        auto again = trainModel(smallRun(path("a")), never_, nullptr);
+        QDir().mkpath(QString::fromStdString(path("taken")));
+        {
+            std::ofstream config(path("taken") + "/config.json");
+            config << "{\"name\": \"someone's model\"}\n";
+        }
+        auto again = trainModel(smallRun(path("taken")), never_, nullptr);
         QVERIFY(!again.ok());
         QVERIFY(QString::fromStdString(again.error()).contains("--force"));
+        std::ifstream config(path("taken") + "/config.json");
+        std::string kept((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+        QCOMPARE(kept, std::string("{\"name\": \"someone's model\"}\n"));
+        QVERIFY(!QFileInfo::exists(QString::fromStdString(path("taken") + "/train_log.csv")));
+    }
+
+    // The trainer's AdamW step against LibTorch's own torch::optim::AdamW (eps 1e-8, decoupled
+    // weight decay), five steps on a random tensor with random gradients; without decay too.
+    void adamWMatchesLibTorch() {
+        torch::manual_seed(3);
+        for (const bool decay : {true, false}) {
+            const double lr = 0.01, beta1 = 0.9, beta2 = 0.95, weightDecay = decay ? 0.1 : 0.0;
+            auto reference = torch::randn({4, 6}).set_requires_grad(true);
+            auto ours = reference.detach().clone();
+            auto m = torch::zeros_like(ours), v = torch::zeros_like(ours);
+            torch::optim::AdamW optimiser({reference}, torch::optim::AdamWOptions(lr)
+                                                           .betas({beta1, beta2})
+                                                           .eps(1e-8)
+                                                           .weight_decay(weightDecay));
+            for (int step = 1; step <= 5; ++step) {
+                const auto gradient = torch::randn({4, 6}) * double(step);
+                reference.mutable_grad() = gradient.clone();
+                optimiser.step();
+                adamWStep(ours, gradient, m, v, step, lr, beta1, beta2, 0.1, decay);
+                QVERIFY2(torch::allclose(ours, reference.detach(), 1e-6, 1e-7),
+                         qPrintable(QString("step %1, decay %2: %3").arg(step).arg(decay)
+                                        .arg((ours - reference.detach()).abs().max().item<double>())));
+            }
+        }
     }
 
     void stopThenResume() {
@@ -135,7 +178,7 @@ private Q_SLOTS:
     }
 
     void evaluationMatchesAHandSum() {
-        auto loaded = loadModelFolder(path("a"));
+        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
         QVERIFY(loaded.ok());
         std::vector<int64_t> tokens;
         for (int i = 0; i < 41; ++i) tokens.push_back((i * 37) % 512);

@@ -45,7 +45,7 @@ InferenceResponse runCapture(const InferenceRequest& request, core::LoadedModel&
         return response;
     }
     response.result = std::make_shared<const core::CaptureResult>(std::move(*result));
-    response.final = !request.comparison;
+    response.lastPart = !request.comparison;
     return response;
 }
 
@@ -59,7 +59,14 @@ InferenceResponse runComparison(const InferenceRequest& request, core::LoadedMod
     auto other = core::capture(*model.model, model.tokenizer, request.text, *request.comparison,
                                cancel, memory ? memory->get() : nullptr, memory ? &kept : nullptr);
     if (other && kept) *memory = std::move(kept);
-    if (other) response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
+    if (other) {
+        response.comparison = std::make_shared<const core::CaptureResult>(std::move(*other));
+    } else if (!cancel || !cancel->load()) {
+        // The result it belongs to is shown; say why the comparison is missing.
+        response.error = QString("the comparison under %1 failed: %2")
+                             .arg(QString::fromStdString(request.comparison->run.attention.label()),
+                                  QString::fromStdString(other.error()));
+    }
     return response;
 }
 
@@ -98,7 +105,7 @@ void InferenceWorker::compute(const InferenceRequest& request) {
     auto response = runCapture(request, *model, cancel_, &memory_);
     response.vocabulary = cached->vocabulary;
     Q_EMIT finished(response);
-    if (response.final) return;
+    if (response.lastPart) return;
     Q_EMIT finished(runComparison(request, *model, cancel_, &comparisonMemory_));
 }
 
@@ -190,8 +197,8 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
         return response;
     }
     auto response = runCapture(request, *model, nullptr);
-    if (!response.final) response.comparison = runComparison(request, *model, nullptr).comparison;
-    response.final = true;
+    if (!response.lastPart) response.comparison = runComparison(request, *model, nullptr).comparison;
+    response.lastPart = true;
     response.vocabulary = std::make_shared<const core::SlotVocabulary>(*model->model, model->tokenizer);
     return response;
 }
@@ -316,9 +323,9 @@ void InferenceController::start(InferenceRequest request) {
 void InferenceController::onFinished(const InferenceResponse& response) {
     if (auto key = keys_.find(response.id); key != keys_.end()) {
         if (response.error.isEmpty()) remember(key->second, response);
-        if (response.final) keys_.erase(key);
+        if (response.lastPart) keys_.erase(key);
     }
-    if (response.final) {
+    if (response.lastPart) {
         running_ = false;
         if (pending_) {
             auto next = std::move(*pending_);

@@ -39,8 +39,8 @@ struct InferenceResponse {
     QString error;
     double milliseconds = 0;
     // A request is answered in two parts: the result first (so the views redraw as soon as
-    // possible), then the comparison; `final` marks the last part.
-    bool final = true;
+    // possible), then the comparison; `lastPart` marks the last one.
+    bool lastPart = true;
 };
 
 class InferenceWorker : public QObject {

@@ -170,6 +170,11 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
         const int tokens = result ? int(result->tokens.size()) : 0;
         QString text = ms > 0 ? QString("%1 tokens · %2 ms on %3").arg(tokens).arg(ms, 0, 'f', 1).arg(device)
                               : QString("%1 tokens · a recent result, shown again").arg(tokens);
+        if (result && result->reusedLayers > 0 && ms > 0) {
+            // A change higher in the model: the layers below it came from the result before.
+            text += result->reusedLayers == 1 ? QString(" · layer 0 reused")
+                                              : QString(" · layers 0–%1 reused").arg(result->reusedLayers - 1);
+        }
         if (result && result->effect && !result->effect->kl.empty()) {
             // The text's own loss (mean NLL of its next tokens) without and with the overrides.
             text += QString(" · text loss %1 → %2 nats with the overrides")
@@ -177,6 +182,9 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
                         .arg(result->effect->loss, 0, 'f', 3);
         }
         timing_->setText(text);
+    });
+    connect(&MapJobs::instance(), &MapJobs::failed, this, [this](const QString& message) {
+        statusBar()->showMessage("⚠ a map could not be built: " + message, 15000);
     });
     connect(state_, &AppState::errorChanged, this, [this](const QString& message) {
         if (!message.isEmpty()) statusBar()->showMessage("⚠ " + message, 8000);
@@ -191,8 +199,7 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     });
     baseFontSize_ = QApplication::font().pointSizeF();
     buildMenus();
-    restoreGeometry(Settings::bytes(Settings::Key::WindowGeometry));
-    restoreState(Settings::bytes(Settings::Key::WindowState));
+    Settings::restoreWindow(*this);
 }
 
 void MainWindow::setPresentationMode(bool on) {
@@ -453,23 +460,7 @@ void MainWindow::exportAllViews() {
     statusBar()->showMessage("every view written to " + dir, 5000);
 }
 
-void MainWindow::saveSettings() const {
-    Settings::setValue(Settings::Key::Text, state_->text());
-    Settings::setValue(Settings::Key::ModelFolder, state_->modelFolder());
-    const auto& run = state_->run();
-    Settings::setValue(Settings::Key::Attention, QString::fromStdString(run.attention.name()));
-    Settings::setValue(Settings::Key::FamilyH, QString::fromStdString(core::familyFunctionName(run.attention.h)));
-    Settings::setValue(Settings::Key::Exponent, run.attention.a);
-    Settings::setValue(Settings::Key::SigmoidBias, run.attention.sigmoidBias ? QVariant(*run.attention.sigmoidBias)
-                                                                            : QVariant(QString("-log n")));
-    Settings::setValue(Settings::Key::SsmaxSigma, run.attention.ssmaxSigma);
-    Settings::setValue(Settings::Key::Ffn, QString::fromStdString(core::ffnKindName(run.ffn)));
-    Settings::setValue(Settings::Key::Mode, state_->mode() == VariantMode::TrainedVariant ? 1 : 0);
-    Settings::setValue(Settings::Key::Layer, state_->layer());
-    Settings::setValue(Settings::Key::Head, state_->head());
-    Settings::setValue(Settings::Key::WindowGeometry, saveGeometry());
-    Settings::setValue(Settings::Key::WindowState, saveState());
-}
+void MainWindow::saveSettings() const { Settings::saveSession(*state_, *this); }
 
 core::Scene MainWindow::currentScene() const {
     core::Scene scene = sceneFromState(*state_);

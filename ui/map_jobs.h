@@ -5,8 +5,10 @@
 #pragma once
 #include <QObject>
 #include <QPointer>
+#include <QString>
 #include <QThread>
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 
@@ -51,11 +53,24 @@ public:
             configureThread();
             auto result = std::make_shared<R>();
             const bool current = latest->load() == id;
-            if (current) *result = work();
-            QMetaObject::invokeMethod(this, [this, id, latest, guard, counter, current, result, done] {
+            // An exception (out of memory on a huge map, a LibTorch error) becomes a message for
+            // the window; it never unwinds through the event loop.
+            QString error;
+            if (current) {
+                try {
+                    *result = work();
+                } catch (const std::exception& e) {
+                    error = QString::fromUtf8(e.what()).section('\n', 0, 0);
+                }
+            }
+            QMetaObject::invokeMethod(this, [this, id, latest, guard, counter, current, result, done, error] {
                 if (guard) {  // the channel lives in its owner
                     --*counter;
-                    if (current && latest->load() == id) done(std::move(*result));
+                    if (!error.isEmpty()) {
+                        Q_EMIT failed(error);
+                    } else if (current && latest->load() == id) {
+                        done(std::move(*result));
+                    }
                 }
                 if (--pending_ == 0) Q_EMIT idle();
             });
@@ -67,6 +82,8 @@ public:
 
 Q_SIGNALS:
     void idle();  // the last pending request was answered
+    // A request's work threw: what it said (its first line); the view keeps what it showed.
+    void failed(const QString& message);
 
 private:
     explicit MapJobs(QObject* parent);

@@ -78,7 +78,7 @@ double SparsityView::cellValue(int layer, int head) const {
         case Metric::Sparsity: return d.sparsity;
         case Metric::Entropy: return d.entropy;
         case Metric::RowMass: return d.rowMass;
-        case Metric::TopRatio: return d.topRatio1;
+        case Metric::TopRatio: return d.topShare;
     }
     return 0;
 }
@@ -162,8 +162,8 @@ QString SparsityView::csv() const {
             const auto& d = heads[h];
             out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9\n").arg(l).arg(h).arg(d.sparsity, 0, 'g', 8)
                        .arg(ruleText).arg(d.entropy, 0, 'g', 8).arg(d.rowMass, 0, 'g', 8)
-                       .arg(d.rowMassStd, 0, 'g', 8).arg(d.topRatio1, 0, 'g', 8)
-                       .arg(d.topRatio1pct, 0, 'g', 8);
+                       .arg(d.rowMassStd, 0, 'g', 8).arg(d.topShare, 0, 'g', 8)
+                       .arg(d.topOnePercentShare, 0, 'g', 8);
         }
     }
     return out;
