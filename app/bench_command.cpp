@@ -20,6 +20,7 @@
 #include "core/capture.h"
 #include "core/checkpoint.h"
 #include "core/device.h"
+#include "core/install_paths.h"
 #ifdef RELULENS_WITH_GUI
 #include "app/gui.h"
 #endif
@@ -93,27 +94,16 @@ double matmulRate(const torch::Device& device) {
     return best;
 }
 
-std::string executableDir() {
-    char buffer[4096];
-    const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-    if (n <= 0) return ".";
-    std::string path(buffer, size_t(n));
-    return path.substr(0, path.find_last_of('/'));
-}
-
 bool exists(const std::string& path) {
     struct stat s {};
     return stat(path.c_str(), &s) == 0;
 }
 
-// The first existing of exe/../share/relulens/<rel> (installed) and exe/../../<tree>/<rel>.
-std::string findBeside(const std::string& rel, const std::string& tree) {
-    const std::string exe = executableDir();
-    for (const std::string& candidate :
-         {exe + "/../share/relulens/" + rel, exe + "/../../" + tree + "/" + rel}) {
-        if (exists(candidate)) return candidate;
-    }
-    return exe + "/../../" + tree + "/" + rel;
+// bench/baseline.py: installed under share/relulens, or in the source tree above build/bin.
+std::string baselineScript() {
+    const std::string exe = core::executableDir();
+    const std::string installed = exe + "/../share/relulens/bench/baseline.py";
+    return exists(installed) ? installed : exe + "/../../bench/baseline.py";
 }
 
 std::string readFile(const std::string& path) {
@@ -150,10 +140,9 @@ core::Result<BaselineRun> runBaseline(const std::string& python, const std::stri
     char dir[] = "/tmp/relulens-bench-XXXXXX";
     if (!mkdtemp(dir)) return core::Error{"cannot make a temporary folder for the baseline"};
     const std::string folder = dir;
-    {
-        std::ofstream ids(folder + "/ids.txt");
-        for (const auto& t : tokens) ids << t.id << ' ';
-    }
+    std::string idText;
+    for (const auto& t : tokens) idText += std::to_string(t.id) + ' ';
+    if (auto s = core::writeTextAtomically(folder + "/ids.txt", idText); !s) return core::Error{s.error()};
     const std::string command =
         quoted(python) + " " + quoted(script) + " --model " + quoted(model) + " --ids " +
         quoted(folder + "/ids.txt") + " --layer " + std::to_string(layer) + " --head 0" +
@@ -221,6 +210,262 @@ core::Status benchTokenizer(const std::string& path, const std::string& textFile
     return {};
 }
 
+// What `relulens bench` was asked to measure, read and checked from its arguments.
+struct BenchOptions {
+    std::string modelFolder, textFile;
+    std::vector<size_t> sizes = {128, 512, 2048, 8192};
+    int64_t repeats = 5, baselineRepeats = 3;
+    std::string device = "auto";
+    bool baseline = false, gui = true;
+    std::string python = "/usr/bin/python3", script;
+    std::string tokenizer;  // --tokenizer: measure this tokenizer's encoding speed
+    double megabytes = 1.0;
+    bool modelAsked = false;
+    std::string json;  // where the figures are written, or empty
+};
+
+core::Result<BenchOptions> benchOptions(const Arguments& args) {
+    BenchOptions o;
+    const std::string resources = core::resourcesDir();
+    o.modelAsked = args.has("model");
+    o.modelFolder = o.modelAsked ? args.value("model") : resources + "/models/softmax";
+    o.textFile = args.has("file") ? args.value("file") : resources + "/sample.txt";
+    if (args.has("tokenizer")) {
+        o.tokenizer = args.value("tokenizer");
+        auto megabytes = args.number("megabytes", 1.0);
+        if (!megabytes || !(*megabytes > 0) || *megabytes > 64) return core::Error{"--megabytes must be in (0, 64]"};
+        o.megabytes = *megabytes;
+    }
+    if (args.has("sizes")) {
+        o.sizes.clear();
+        for (const auto& s : args.values("sizes")) {
+            char* end = nullptr;
+            const long v = std::strtol(s.c_str(), &end, 10);
+            if (!end || *end || v < 2 || v > 16384) return core::Error{"--sizes takes token counts from 2 to 16384"};
+            o.sizes.push_back(size_t(v));
+        }
+    }
+    auto repeats = args.integer("repeats", 5);
+    if (!repeats || *repeats < 1) return core::Error{"--repeats must be positive"};
+    o.repeats = *repeats;
+    auto baselineRepeats = args.integer("baseline-repeats", 3);
+    if (!baselineRepeats || *baselineRepeats < 1) return core::Error{"--baseline-repeats must be positive"};
+    o.baselineRepeats = *baselineRepeats;
+    if (args.has("device")) o.device = args.value("device");
+    o.baseline = args.has("baseline");
+    if (args.has("python")) o.python = args.value("python");
+    o.script = baselineScript();
+    if (o.baseline && !exists(o.script)) return core::Error{o.script + ": the baseline script is missing"};
+    o.gui = !args.has("no-gui");
+#ifndef RELULENS_WITH_GUI
+    o.gui = false;
+#endif
+    if (args.has("json")) o.json = args.value("json");
+    return o;
+}
+
+// What every size's row shares: the options, the model, its text and the machine's rate.
+struct BenchContext {
+    const BenchOptions& options;
+    const core::LoadedModel& loaded;
+    torch::Device device;
+    std::string source;  // the benchmark text, cut to each size
+    double rate = 0;     // matrix-multiply GFLOP/s
+    int argc;
+    char** argv;
+};
+
+void printBenchHeader(const BenchContext& c, double loadMs, double loadPeakMb) {
+    const auto& config = c.loaded.model->info();
+    std::printf("relulens bench: %s on %s, %s\n", c.options.modelFolder.c_str(), c.device.str().c_str(),
+                core::deviceReport().c_str());
+    std::printf("model: %s, %lld layers × %lld heads (%lld kv heads), d_model %lld, d_ff %lld%s, "
+                "vocab %lld, %.3g parameters%s%s; variant %s; matrix multiply %.1f GFLOP/s "
+                "(2048², best of 3); medians of %lld runs\n",
+                config.family.c_str(), (long long)config.nLayers, (long long)config.nHeads,
+                (long long)config.nKvHeads, (long long)config.dModel, (long long)config.dFf,
+                config.gatedFfn ? " gated" : "", (long long)config.vocabSize, double(config.parameters),
+                config.storage.empty() ? "" : ", stored as ", config.storage.c_str(),
+                config.trained.attention.label().c_str(), c.rate, (long long)c.options.repeats);
+    const double weightsMb = double(config.parameters) * 4.0 / 1048576.0;
+    std::printf("load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
+                "weights (%.0f MB)\n\n",
+                loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens", "forward", "floor",
+                "×floor", "capture", "maps only", "one map", "top ovr", "(full)", "toggle", "back", "+word", "stall",
+                "text→PNG", "peak MB");
+    if (c.options.baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
+    std::printf("\n");
+}
+
+void printBenchLegend(bool baseline) {
+    std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
+                "forward with every diagnostic and maps on demand (what the window asks for); maps "
+                "only: the same without diagnostics and slot activations; one "
+                "map: rebuilding the last layer's head 0 (L × L); top ovr: the capture after an override "
+                "set on the top layer (with its effect), taking the layers below from the capture "
+                "before it; (full): the same from scratch; toggle: activation toggle to the "
+                "redrawn attention map and sparsity views (a variant not seen before); back: toggling "
+                "back to a variant seen moments ago (no forward pass); +word: one more word typed at the "
+                "end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest "
+                "time without turning its event loop during the toggles and typing; text→PNG: the "
+                "maps-only capture and the attention map view written to a PNG (what relulens render "
+                "--view attention does); peak MB: the process's peak resident memory so far%s.\n",
+                baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
+                           "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
+                         : "");
+}
+
+// The engine's figures at one size: forward against its floor, the window's capture, the
+// maps-only capture, one map, and a top-layer override with and without the layers below reused.
+core::Result<nlohmann::json> engineFigures(const BenchContext& c, const std::string& text,
+                                           const torch::Tensor& ids, std::shared_ptr<const core::MapSource>* maps) {
+    const core::LanguageModel& model = *c.loaded.model;
+    const auto& config = model.info();
+    const auto run = config.trained;
+    const int repeats = int(c.options.repeats);
+    const double forward = medianMs(repeats, [&] { synchronise(model.forward(ids, run)); });
+    const double flops = forwardFlops(config, ids.size(1));
+    const double floor = flops / (c.rate * 1e9) * 1e3;
+    const auto request = core::viewerRequest(run, 0.1);
+    std::string error;
+    const double captureMs = medianMs(repeats, [&] {
+        auto r = core::capture(model, c.loaded.tokenizer, text, request);
+        if (!r) error = r.error();
+        else *maps = r->maps;
+    });
+    if (!error.empty()) return core::Error{error};
+    const auto lighter = core::mapsOnlyRequest(run);
+    const double mapsOnlyMs = medianMs(repeats, [&] {
+        auto r = core::capture(model, c.loaded.tokenizer, text, lighter);
+        if (!r) error = r.error();
+    });
+    if (!error.empty()) return core::Error{error};
+    const int64_t layer = config.nLayers - 1;
+    const double mapMs = medianMs(repeats, [&] { (*maps)->weights(layer, 0); });
+    // An override set on the top layer, with the effect: from the capture of the same text
+    // before it (the layers below are taken from it), and from scratch.
+    std::shared_ptr<const core::CaptureMemory> memory;
+    if (auto before = core::capture(model, c.loaded.tokenizer, text, request, nullptr, nullptr, &memory); !before) {
+        return core::Error{before.error()};
+    }
+    core::CaptureRequest changed = request;
+    core::AttentionOverride top;
+    top.layer = config.nLayers - 1;
+    top.spec.kind = run.attention.kind == core::AttentionKind::Softmax ? core::AttentionKind::ReluLen
+                                                                       : core::AttentionKind::Softmax;
+    changed.run.overrides = {top};
+    changed.effect = true;
+    int64_t reusedLayers = 0;
+    const double topReusedMs = medianMs(repeats, [&] {
+        auto r = core::capture(model, c.loaded.tokenizer, text, changed, nullptr, memory.get());
+        if (!r) error = r.error();
+        else reusedLayers = r->reusedLayers;
+    });
+    if (!error.empty()) return core::Error{error};
+    const double topFullMs = medianMs(repeats, [&] {
+        auto r = core::capture(model, c.loaded.tokenizer, text, changed);
+        if (!r) error = r.error();
+    });
+    if (!error.empty()) return core::Error{error};
+    return nlohmann::json{{"tokens", ids.size(1)}, {"forward_ms", forward}, {"forward_gflop", flops / 1e9},
+                          {"floor_ms", floor}, {"forward_over_floor", forward / floor},
+                          {"capture_ms", captureMs}, {"maps_only_capture_ms", mapsOnlyMs},
+                          {"one_map_ms", mapMs}, {"top_override_reused_ms", topReusedMs},
+                          {"top_override_reused_layers", reusedLayers}, {"top_override_full_ms", topFullMs}};
+}
+
+// The window's figures at one size (toggle, toggle back, one more word, stall, text → PNG),
+// added to `row`; nothing when the window is not built or --no-gui was given.
+core::Status windowFigures(const BenchContext& c, const std::string& text, nlohmann::json& row) {
+#ifdef RELULENS_WITH_GUI
+    if (!c.options.gui) return {};
+    auto timings = benchGui(c.argc, c.argv, c.loaded, c.options.modelFolder, text, int(c.options.repeats));
+    if (!timings) return core::Error{timings.error()};
+    row["toggle_to_redraw_ms"] = timings->toggleMs;
+    row["text_to_picture_ms"] = timings->textToPictureMs;
+    row["gui_stall_ms"] = timings->stallMs;
+    row["toggle_back_ms"] = timings->toggleBackMs;
+    row["append_word_ms"] = timings->appendWordMs;
+#else
+    (void)c;
+    (void)text;
+    (void)row;
+#endif
+    return {};
+}
+
+// bench/baseline.py on the same tokens, added to `row` and printed after it; an error when its
+// map disagrees with ReluLens's.
+core::Status baselineFigures(const BenchContext& c, const std::vector<core::Token>& tokens,
+                             const core::MapSource& maps, nlohmann::json& row) {
+    const int64_t layer = c.loaded.model->info().nLayers - 1;
+    auto b = runBaseline(c.options.python, c.options.script, c.options.modelFolder, tokens, maps, layer,
+                         int(c.options.baselineRepeats));
+    if (!b) return core::Error{b.error()};
+    const double captureMs = row["capture_ms"].get<double>();
+    const double picture = row.value("text_to_picture_ms", 0.0);
+    row["baseline"] = {{"forward_with_maps_ms", b->forwardWithMapsMs},
+                       {"text_to_picture_ms", b->textToPictureMs},
+                       {"peak_rss_mb", b->peakMb},
+                       {"capture_ratio", b->forwardWithMapsMs / captureMs},
+                       {"max_map_difference", b->maxDifference}};
+    std::printf(" | %10.1f %6.2f %10.1f %6s %8.1e", b->forwardWithMapsMs, b->forwardWithMapsMs / captureMs,
+                b->textToPictureMs,
+                picture > 0 ? (std::to_string(b->textToPictureMs / picture).substr(0, 5)).c_str() : "–",
+                b->maxDifference);
+    if (picture > 0) row["baseline"]["picture_ratio"] = b->textToPictureMs / picture;
+    // Float32 sums in another order through four layers: measured 1.1e-5 apart at 1,024
+    // tokens and 1.1e-4 at 8,192. This guards against gross disagreement; the maps'
+    // exactness is tested at 1e-5 against independent references (test_attention_maps,
+    // test_hf_model).
+    if (b->maxDifference > 1e-3) {
+        return core::Error{"the baseline's map differs from ReluLens's by " + std::to_string(b->maxDifference) +
+                           " (more than 1e-3)"};
+    }
+    return {};
+}
+
+// Every figure at `n` tokens, printed as one line of the table.
+core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
+    auto exact = textOfTokens(c.loaded.tokenizer, c.source, n);
+    if (!exact) return core::Error{exact.error()};
+    const std::string text = *exact;
+    auto encoded = c.loaded.tokenizer.encode(text);
+    if (!encoded) return core::Error{encoded.error()};
+    const std::vector<core::Token> tokens = std::move(*encoded);
+    std::vector<int64_t> idValues;
+    for (const auto& t : tokens) idValues.push_back(t.id);
+    auto ids = torch::tensor(idValues, torch::kLong).view({1, int64_t(n)}).to(c.device);
+
+    std::shared_ptr<const core::MapSource> maps;
+    auto row = engineFigures(c, text, ids, &maps);
+    if (!row) return row;
+    if (auto s = windowFigures(c, text, *row); !s) return core::Error{s.error()};
+    const double peak = peakResidentMb();
+    (*row)["peak_rss_mb"] = peak;
+    auto cell = [&](const char* key) {
+        const double v = row->value(key, 0.0);
+        return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–");
+    };
+    const auto& r = *row;
+    std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f", n,
+                r["forward_ms"].get<double>(), r["floor_ms"].get<double>(), r["forward_over_floor"].get<double>(),
+                r["capture_ms"].get<double>(), r["maps_only_capture_ms"].get<double>(), r["one_map_ms"].get<double>(),
+                r["top_override_reused_ms"].get<double>(), r["top_override_full_ms"].get<double>(),
+                cell("toggle_to_redraw_ms").c_str(), cell("toggle_back_ms").c_str(), cell("append_word_ms").c_str(),
+                cell("gui_stall_ms").c_str(), cell("text_to_picture_ms").c_str(), peak);
+    if (c.options.baseline) {
+        if (auto s = baselineFigures(c, tokens, *maps, *row); !s) {
+            std::printf("\n");
+            return core::Error{s.error()};
+        }
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    return row;
+}
+
 }  // namespace
 
 int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
@@ -230,223 +475,60 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
                                             {"python"}, {"no-gui", false}, {"tokenizer"},
                                             {"megabytes"}});
     if (!args) return fail(args.error());
-    const std::string modelFolder =
-        args->has("model") ? args->value("model") : findBeside("models/softmax", "resources");
-    const std::string textFile =
-        args->has("file") ? args->value("file") : findBeside("sample.txt", "resources");
-    if (args->has("tokenizer")) {
-        auto megabytes = args->number("megabytes", 1.0);
-        if (!megabytes || !(*megabytes > 0) || *megabytes > 64) return fail("--megabytes must be in (0, 64]");
-        if (auto s = benchTokenizer(args->value("tokenizer"), textFile, *megabytes); !s) return fail(s.error());
-        if (!args->has("model")) return 0;  // only the tokenizer was asked for
-    }
-    std::vector<size_t> sizes = {128, 512, 2048, 8192};
-    if (args->has("sizes")) {
-        sizes.clear();
-        for (const auto& s : args->values("sizes")) {
-            char* end = nullptr;
-            const long v = std::strtol(s.c_str(), &end, 10);
-            if (!end || *end || v < 2 || v > 16384) return fail("--sizes takes token counts from 2 to 16384");
-            sizes.push_back(size_t(v));
+    auto options = benchOptions(*args);
+    if (!options) return fail(options.error());
+    if (!options->tokenizer.empty()) {
+        if (auto s = benchTokenizer(options->tokenizer, options->textFile, options->megabytes); !s) {
+            return fail(s.error());
         }
+        if (!options->modelAsked) return 0;  // only the tokenizer was asked for
     }
-    auto repeats = args->integer("repeats", 5);
-    if (!repeats || *repeats < 1) return fail("--repeats must be positive");
-    auto baselineRepeats = args->integer("baseline-repeats", 3);
-    if (!baselineRepeats || *baselineRepeats < 1) return fail("--baseline-repeats must be positive");
-    auto device = core::selectDevice(args->has("device") ? args->value("device") : "auto");
+    auto device = core::selectDevice(options->device);
     if (!device) return fail(device.error());
-    const bool baseline = args->has("baseline");
-    const std::string python = args->has("python") ? args->value("python") : "/usr/bin/python3";
-    const std::string script = findBeside("bench/baseline.py", ".");
-    if (baseline && !exists(script)) return fail(script + ": the baseline script is missing");
-    bool gui = !args->has("no-gui");
-#ifndef RELULENS_WITH_GUI
-    gui = false;
-#endif
 
     const auto loadStarted = Clock::now();
-    auto loaded = openModel(modelFolder, device->str());
+    auto loaded = openModel(options->modelFolder, device->str());
     if (!loaded) return fail(loaded.error());
     const double loadMs = millisecondsSince(loadStarted);
     const double loadPeakMb = peakResidentMb();
-    const core::LanguageModel& model = *loaded->model;
-    const std::string source = readFile(textFile);
-    if (source.empty()) return fail(textFile + ": cannot read the benchmark text");
-    const auto& config = model.info();
-    const auto run = config.trained;
-    if (baseline && config.family != "relulens") {
+    const auto& config = loaded->model->info();
+    if (options->baseline && config.family != "relulens") {
         return fail("--baseline runs ReluLens's own models only (bench/baseline.py knows their layout)");
     }
+    BenchContext context{*options, *loaded, *device, readFile(options->textFile), 0, argc, argv};
+    if (context.source.empty()) return fail(options->textFile + ": cannot read the benchmark text");
     torch::NoGradGuard noGrad;
-
-    const double rate = matmulRate(*device);
-    std::printf("relulens bench: %s on %s, %s\n", modelFolder.c_str(), device->str().c_str(),
-                core::deviceReport().c_str());
-    std::printf("model: %s, %lld layers × %lld heads (%lld kv heads), d_model %lld, d_ff %lld%s, "
-                "vocab %lld, %.3g parameters%s%s; variant %s; matrix multiply %.1f GFLOP/s "
-                "(2048², best of 3); medians of %lld runs\n",
-                config.family.c_str(), (long long)config.nLayers, (long long)config.nHeads,
-                (long long)config.nKvHeads, (long long)config.dModel, (long long)config.dFf,
-                config.gatedFfn ? " gated" : "", (long long)config.vocabSize, double(config.parameters),
-                config.storage.empty() ? "" : ", stored as ", config.storage.c_str(),
-                run.attention.label().c_str(), rate, (long long)*repeats);
-    const double weightsMb = double(config.parameters) * 4.0 / 1048576.0;
-    std::printf("load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
-                "weights (%.0f MB)\n\n",
-                loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens", "forward", "floor",
-                "×floor", "capture", "maps only", "one map", "top ovr", "(full)", "toggle", "back", "+word", "stall",
-                "text→PNG", "peak MB");
-    if (baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
-    std::printf("\n");
+    context.rate = matmulRate(*device);
+    printBenchHeader(context, loadMs, loadPeakMb);
 
     nlohmann::json rows = nlohmann::json::array();
-    for (size_t n : sizes) {
-        auto exact = textOfTokens(loaded->tokenizer, source, n);
-        if (!exact) return fail(exact.error());
-        const std::string text = *exact;
-        const auto tokens = loaded->tokenizer.encode(text).value();  // it encoded just now
-        std::vector<int64_t> idValues;
-        for (const auto& t : tokens) idValues.push_back(t.id);
-        auto ids = torch::tensor(idValues, torch::kLong).view({1, int64_t(n)}).to(*device);
-
-        const double forward = medianMs(*repeats, [&] { synchronise(model.forward(ids, run)); });
-        const double flops = forwardFlops(config, int64_t(n));
-        const double floor = flops / (rate * 1e9) * 1e3;
-        const auto request = core::viewerRequest(run, 0.1);
-        std::shared_ptr<const core::MapSource> maps;
-        std::string error;
-        const double captureMs = medianMs(*repeats, [&] {
-            auto r = core::capture(model, loaded->tokenizer, text, request);
-            if (!r) error = r.error();
-            else maps = r->maps;
-        });
-        if (!error.empty()) return fail(error);
-        const auto lighter = core::mapsOnlyRequest(run);
-        const double mapsOnlyMs = medianMs(*repeats, [&] {
-            auto r = core::capture(model, loaded->tokenizer, text, lighter);
-            if (!r) error = r.error();
-        });
-        if (!error.empty()) return fail(error);
-        const int64_t layer = config.nLayers - 1;
-        const double mapMs = medianMs(*repeats, [&] { maps->weights(layer, 0); });
-        // An override set on the top layer, with the effect: from the capture of the same text
-        // before it (the layers below are taken from it), and from scratch.
-        std::shared_ptr<const core::CaptureMemory> memory;
-        if (auto before = core::capture(model, loaded->tokenizer, text, request, nullptr, nullptr, &memory); !before) {
-            return fail(before.error());
-        }
-        core::CaptureRequest changed = request;
-        core::AttentionOverride top;
-        top.layer = config.nLayers - 1;
-        top.spec.kind = run.attention.kind == core::AttentionKind::Softmax ? core::AttentionKind::ReluLen
-                                                                           : core::AttentionKind::Softmax;
-        changed.run.overrides = {top};
-        changed.effect = true;
-        int64_t reusedLayers = 0;
-        const double topReusedMs = medianMs(*repeats, [&] {
-            auto r = core::capture(model, loaded->tokenizer, text, changed, nullptr, memory.get());
-            if (!r) error = r.error();
-            else reusedLayers = r->reusedLayers;
-        });
-        if (!error.empty()) return fail(error);
-        const double topFullMs = medianMs(*repeats, [&] {
-            auto r = core::capture(model, loaded->tokenizer, text, changed);
-            if (!r) error = r.error();
-        });
-        if (!error.empty()) return fail(error);
-        memory.reset();
-        nlohmann::json row = {{"tokens", n}, {"forward_ms", forward}, {"forward_gflop", flops / 1e9},
-                              {"floor_ms", floor}, {"forward_over_floor", forward / floor},
-                              {"capture_ms", captureMs}, {"maps_only_capture_ms", mapsOnlyMs},
-                              {"one_map_ms", mapMs}, {"top_override_reused_ms", topReusedMs},
-                              {"top_override_reused_layers", reusedLayers}, {"top_override_full_ms", topFullMs}};
-        double toggle = 0, picture = 0, stall = 0, back = 0, append = 0;
+    for (size_t n : options->sizes) {
+        auto row = benchSize(context, n);
+        if (!row) {
 #ifdef RELULENS_WITH_GUI
-        if (gui) {
-            auto timings = benchGui(argc, argv, *loaded, modelFolder, text, *repeats);
-            if (!timings) {
-                endBenchGui();
-                return fail(timings.error());
-            }
-            toggle = timings->toggleMs;
-            picture = timings->textToPictureMs;
-            row["toggle_to_redraw_ms"] = toggle;
-            row["text_to_picture_ms"] = picture;
-            row["gui_stall_ms"] = timings->stallMs;
-            row["toggle_back_ms"] = timings->toggleBackMs;
-            row["append_word_ms"] = timings->appendWordMs;
-            back = timings->toggleBackMs;
-            append = timings->appendWordMs;
-            stall = timings->stallMs;
-        }
-#else
-        (void)argc;
-        (void)argv;
+            if (options->gui) endBenchGui();
 #endif
-        const double peak = peakResidentMb();
-        row["peak_rss_mb"] = peak;
-        auto cell = [](double v) { return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–"); };
-        std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f", n, forward,
-                    floor, forward / floor, captureMs, mapsOnlyMs, mapMs, topReusedMs, topFullMs, cell(toggle).c_str(),
-                    cell(back).c_str(), cell(append).c_str(), cell(stall).c_str(), cell(picture).c_str(), peak);
-        if (baseline) {
-            auto b = runBaseline(python, script, modelFolder, tokens, *maps, layer, int(*baselineRepeats));
-            if (!b) return fail(b.error());
-            row["baseline"] = {{"forward_with_maps_ms", b->forwardWithMapsMs},
-                               {"text_to_picture_ms", b->textToPictureMs},
-                               {"peak_rss_mb", b->peakMb},
-                               {"capture_ratio", b->forwardWithMapsMs / captureMs},
-                               {"max_map_difference", b->maxDifference}};
-            std::printf(" | %10.1f %6.2f %10.1f %6s %8.1e", b->forwardWithMapsMs,
-                        b->forwardWithMapsMs / captureMs, b->textToPictureMs,
-                        picture > 0 ? (std::to_string(b->textToPictureMs / picture).substr(0, 5)).c_str() : "–",
-                        b->maxDifference);
-            if (picture > 0) row["baseline"]["picture_ratio"] = b->textToPictureMs / picture;
-            // Float32 sums in another order through four layers: measured 1.1e-5 apart at 1,024
-            // tokens and 1.1e-4 at 8,192. This guards against gross disagreement; the maps'
-            // exactness is tested at 1e-5 against independent references (test_attention_maps,
-            // test_hf_model).
-            if (b->maxDifference > 1e-3) {
-                std::printf("\n");
-                return fail("the baseline's map differs from ReluLens's by " +
-                            std::to_string(b->maxDifference) + " (more than 1e-3)");
-            }
+            return fail(row.error());
         }
-        std::printf("\n");
-        std::fflush(stdout);
-        rows.push_back(row);
+        rows.push_back(*row);
     }
-    std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
-                "forward with every diagnostic and maps on demand (what the window asks for); maps "
-                "only: the same without diagnostics and slot activations; one "
-                "map: rebuilding the last layer's head 0 (L × L); top ovr: the capture after an override "
-                "set on the top layer (with its effect), taking the layers below from the capture "
-                "before it; (full): the same from scratch; toggle: activation toggle to the "
-                "redrawn attention map and sparsity views (a variant not seen before); back: toggling back to a variant seen moments ago (no forward pass); +word: one more word typed at the end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest time without turning its event loop during the toggles and typing; text→PNG: the maps-only capture and the "
-                "attention map view written to a PNG (what relulens render --view attention does); peak MB: the process's peak resident memory so far%s.\n",
-                baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
-                           "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
-                         : "");
+    printBenchLegend(options->baseline);
 #ifdef RELULENS_WITH_GUI
-    if (gui) endBenchGui();
+    if (options->gui) endBenchGui();
 #endif
-    if (args->has("json")) {
-        const auto json = nlohmann::json{{"model", modelFolder},
-                              {"family", config.family},
-                              {"parameters", config.parameters},
-                              {"load_ms", loadMs},
-                              {"load_peak_rss_mb", loadPeakMb},
-                              {"weights_f32_mb", weightsMb},
-                              {"device", device->str()},
-                              {"report", core::deviceReport()},
-                              {"matmul_gflops", rate},
-                              {"repeats", *repeats},
-                              {"sizes", rows}};
-        if (auto s = core::writeTextAtomically(args->value("json"), json.dump(2) + "\n"); !s) {
-            return fail(s.error());
-        }
+    if (!options->json.empty()) {
+        const auto json = nlohmann::json{{"model", options->modelFolder},
+                                         {"family", config.family},
+                                         {"parameters", config.parameters},
+                                         {"load_ms", loadMs},
+                                         {"load_peak_rss_mb", loadPeakMb},
+                                         {"weights_f32_mb", double(config.parameters) * 4.0 / 1048576.0},
+                                         {"device", device->str()},
+                                         {"report", core::deviceReport()},
+                                         {"matmul_gflops", context.rate},
+                                         {"repeats", options->repeats},
+                                         {"sizes", rows}};
+        if (auto s = core::writeTextAtomically(options->json, json.dump(2) + "\n"); !s) return fail(s.error());
     }
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/text_file.h"
 
 namespace relulens::app {
 
@@ -51,16 +52,16 @@ core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,
         auto kind = core::parseAttentionKind(args.value("attention"));
         if (!kind) return core::Error{kind.error()};
         run.attention.kind = *kind;
-        if (!args.has("a")) run.attention.a = 1.0;
+        if (!args.has("a")) run.attention.lengthExponent = 1.0;
     }
     if (args.has("h")) {
         auto h = core::parseFamilyFunction(args.value("h"));
         if (!h) return core::Error{h.error()};
-        run.attention.h = *h;
+        run.attention.familyFunction = *h;
     }
-    auto a = args.number("a", run.attention.a);
+    auto a = args.number("a", run.attention.lengthExponent);
     if (!a) return core::Error{a.error()};
-    run.attention.a = *a;
+    run.attention.lengthExponent = *a;
     if (args.has("sigmoid-bias")) {
         if (args.value("sigmoid-bias") == "log-n") {
             run.attention.sigmoidBias.reset();
@@ -97,12 +98,7 @@ core::Result<std::string> textFromArguments(const Arguments& args) {
         return core::Error{"give the text with exactly one of --text TEXT or --file FILE"};
     }
     if (args.has("text")) return args.value("text");
-    const std::string path = args.value("file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return core::Error{path + ": cannot open the file"};
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
+    return core::readTextFile(args.value("file"));
 }
 
 }  // namespace relulens::app

@@ -70,12 +70,8 @@ void printSummary(const core::CaptureResult& r) {
     if (shown < r.tokens.size()) std::printf(" … (%zu more)", r.tokens.size() - shown);
     std::printf("\n");
     const auto rule = core::attentionSparsityRule(r.run, m.nLayers, m.nHeads, r.tauScale);
-    if (rule.exactZero) {
-        std::printf("sparsity share of visible attention weights exactly 0\n");
-    } else {
-        std::printf("sparsity share of visible attention weights below tau = %g / n_i\n",
-                    r.tauScale);
-    }
+    std::printf("sparsity share of visible attention weights %s\n",
+                core::sparsityRuleText(rule, "n_i", true).c_str());
     std::printf("first    the first token's share of each row with mass; sink: sink score "
                 "(mean weight on the first token) > %g\n", r.sinkThreshold);
     std::printf("%-6s %-5s %9s %9s %9s %9s %9s\n", "layer", "head", "sparsity", "entropy",
@@ -83,8 +79,8 @@ void printSummary(const core::CaptureResult& r) {
     int64_t sinkHeads = 0, heads = 0;
     for (size_t l = 0; l < r.layers.size(); ++l) {
         const auto& layer = r.layers[l];
-        for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
-            const auto& d = layer.attention.heads[h];
+        for (size_t h = 0; h < layer.attentionDiagnostics.heads.size(); ++h) {
+            const auto& d = layer.attentionDiagnostics.heads[h];
             std::printf("%-6zu %-5zu %9.3f %9.3f %9.3f %9.3f %9.3f%s\n", l, h, d.sparsity,
                         d.entropy, d.rowMass, d.topShare, d.sink.firstTokenShare,
                         d.sink.sinkHead ? "  sink" : "");
@@ -92,7 +88,7 @@ void printSummary(const core::CaptureResult& r) {
             ++heads;
         }
         std::printf("%-6zu %-5s %9.3f   (FFN memory slots, %s)\n", l, "ffn", layer.ffn.sparsity,
-                    layer.ffn.rule.exactZero ? "exact zeros" : "below tau / d_ff");
+                    core::sparsityRuleText(layer.ffn.rule, "d_ff", true).c_str());
     }
     if (heads > 0) {
         std::printf("sinks    %lld of %lld heads (%.0f %%)\n", (long long)sinkHeads,

@@ -38,6 +38,9 @@ core::Result<QString> renderScene(const core::Scene& scene, const QStringList& v
     }
     auto response = ui::InferenceController::computeNow(request, terminalLoadOptions("auto"));
     if (!response.result) return core::Error{response.error.toStdString()};
+    if (!response.error.isEmpty()) {  // the result is drawn; what is missing from it is said
+        std::fprintf(stderr, "relulens: note: %s\n", qPrintable(response.error));
+    }
     state.setResult(response.result, response.comparison, response.vocabulary);
     const int64_t tokens = int64_t(response.result->tokens.size());
     if (scene.query >= tokens) {

@@ -150,8 +150,8 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
             return t;
         };
         auto divided = [&](torch::Tensor t) {  // by n_i^a
-            if (spec.a == 0) return t;
-            return t.div_(visibleCounts(rows, rowOffset, scores.device()).pow(spec.a));
+            if (spec.lengthExponent == 0) return t;
+            return t.div_(visibleCounts(rows, rowOffset, scores.device()).pow(spec.lengthExponent));
         };
         switch (spec.kind) {
             case AttentionKind::Softmax: {
@@ -168,7 +168,7 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
                 return maskTail(torch::relu(scores), 0).div_(scale);
             }
             case AttentionKind::Family:
-                return divided(maskTail(applyFamily(scores, spec.h), 0));
+                return divided(maskTail(applyFamily(scores, spec.familyFunction), 0));
             default: break;
         }
     }
@@ -182,7 +182,7 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
         case AttentionKind::Relu: return torch::where(mask, torch::relu(scores), zero);
         case AttentionKind::ReluLen: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);  // (rows, 1)
-            return torch::where(mask, torch::relu(scores), zero) / n.pow(spec.a);
+            return torch::where(mask, torch::relu(scores), zero) / n.pow(spec.lengthExponent);
         }
         case AttentionKind::ReluFormer: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
@@ -193,7 +193,7 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
         }
         case AttentionKind::Family: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
-            return torch::where(mask, applyFamily(scores, spec.h), zero) / n.pow(spec.a);
+            return torch::where(mask, applyFamily(scores, spec.familyFunction), zero) / n.pow(spec.lengthExponent);
         }
         default:
             return laterVariantWeights(scores, spec, mask,

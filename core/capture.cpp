@@ -124,23 +124,9 @@ int64_t reusableLayers(const CaptureMemory* memory, const LanguageModel& model, 
     return k;
 }
 
-}  // namespace
-
-int64_t CaptureMemory::bytes() const {
-    int64_t total = 0;
-    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations, &ffnOutput,
-                             &residual}) {
-        for (const auto& t : *list) {
-            if (t.defined()) total += t.numel() * int64_t(t.element_size());
-        }
-    }
-    return total;
-}
-
-Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
-                              const std::string& text, const CaptureRequest& request,
-                              const std::atomic<bool>* cancel, const CaptureMemory* previous,
-                              std::shared_ptr<const CaptureMemory>* memoryOut) {
+// What capture refuses before any work: empty, blank or non-UTF-8 text, a run the model cannot
+// do, a map of a head the model lacks.
+Status checkRequest(const LanguageModel& model, const std::string& text, const CaptureRequest& request) {
     const auto& config = model.info();
     if (text.empty()) return Error{"the text is empty: type or paste something to inspect"};
     if (text.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
@@ -159,19 +145,18 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
                          " and heads 0–" + std::to_string(config.nHeads - 1) + ")"};
         }
     }
-    const auto started = std::chrono::steady_clock::now();
-    CaptureResult result;
-    result.model = config;
-    result.run = request.run;
-    result.trainedWithRun = sameVariants(request.run, config.trained);
-    result.tauScale = request.tauScale;
-    result.sinkThreshold = request.sinkThreshold;
-    result.device = model.device().str();
+    return {};
+}
+
+// The text's tokens, refused when there are none, more than the request allows, or ids past
+// the model's vocabulary.
+Result<std::vector<Token>> tokensFor(const ModelInfo& config, const Tokenizer& tokenizer, const std::string& text,
+                                     const CaptureRequest& request) {
     auto encoded = tokenizer.encode(text);
     if (!encoded) return Error{encoded.error()};
-    result.tokens = std::move(*encoded);
-    if (result.tokens.empty()) return Error{"the text produced no tokens"};
-    const auto L = int64_t(result.tokens.size());
+    std::vector<Token> tokens = std::move(*encoded);
+    if (tokens.empty()) return Error{"the text produced no tokens"};
+    const auto L = int64_t(tokens.size());
     if (L > request.maxTokens) {
         return Error{"the text has " + std::to_string(L) + " tokens; at most " +
                      std::to_string(request.maxTokens) +
@@ -182,26 +167,107 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
                      std::to_string(request.maxAllMapsTokens) +
                      " tokens: ask for single heads' maps instead"};
     }
-    for (const auto& t : result.tokens) {
+    for (const auto& t : tokens) {
         if (t.id < 0 || t.id >= config.vocabSize) {
             return Error{"token id " + std::to_string(t.id) + " is outside the model's vocabulary"};
         }
     }
+    return tokens;
+}
+
+// The positions the logit lens reads (every one, or those asked for), each inside the text.
+Result<std::vector<int64_t>> lensPositionsFor(const CaptureRequest& request, int64_t L) {
+    std::vector<int64_t> positions = request.lensPositions;
+    if (request.lensEveryPosition) {
+        positions.clear();
+        for (int64_t p = 0; p < L; ++p) positions.push_back(p);
+    }
+    for (const int64_t p : positions) {
+        if (p < -1 || p >= L) {
+            return Error{"lens position " + std::to_string(p) + " is outside the text's " +
+                         std::to_string(L) + " tokens (0–" + std::to_string(L - 1) + ")"};
+        }
+    }
+    return positions;
+}
+
+// What the forward pass keeps for the request: only what its results are built from.
+TraceOptions traceOptions(const CaptureRequest& request, bool anyMaps, bool continuable, bool lens) {
+    TraceOptions options;
+    options.weights = anyMaps;
+    options.scores = anyMaps && request.mapScores;
+    options.headOutputs = request.diagnostics || continuable;
+    options.queriesKeys = request.lazyMaps || continuable;
+    // Sink diagnostics read the first token's key and value, and the residual stream.
+    options.values = continuable || request.diagnostics;
+    options.residual = request.diagnostics || lens || request.effect;
+    options.ffn = request.diagnostics || request.slotActivations || continuable;
+    return options;
+}
+
+// A layer's tensors over the whole text, whether this pass ran the layer or took it from below.
+struct LayerTensors {
+    torch::Tensor keys, values;  // (1, H_kv, L, dh)
+    torch::Tensor headOutputs, ffnInput, slots, ffnOutput, residual;
+};
+
+// Layer l's diagnostics: attention (accumulated block by block in the pass, with its sinks),
+// the residual stream and the feed-forward memory, on the CPU for the views.
+LayerCapture layerDiagnostics(const LanguageModel& model, int64_t l, const CaptureRequest& request,
+                              const AttentionDiagnosticsAccumulator& accumulator, const LayerTensors& t) {
+    LayerCapture layer;
+    layer.attentionDiagnostics = accumulator.finish(t.headOutputs);
+    layer.attentionDiagnostics.rowSparsity = layer.attentionDiagnostics.rowSparsity.to(torch::kCPU);
+    layer.attentionDiagnostics.rowEntropy = layer.attentionDiagnostics.rowEntropy.to(torch::kCPU);
+    layer.attentionDiagnostics.rowMass = layer.attentionDiagnostics.rowMass.to(torch::kCPU);
+    completeSinkDiagnostics(layer.attentionDiagnostics.heads, t.keys[0], t.values[0], request.sinkThreshold);
+    layer.residual = residualDiagnostics(t.residual);
+    layer.ffn = model.ffnDiagnostics(l, t.ffnInput, t.slots, t.ffnOutput, request.run.ffn, request.tauScale);
+    layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
+    return layer;
+}
+
+}  // namespace
+
+int64_t CaptureMemory::bytes() const {
+    int64_t total = 0;
+    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations, &ffnOutput,
+                             &residual}) {
+        for (const auto& t : *list) {
+            if (t.defined()) total += t.numel() * int64_t(t.element_size());
+        }
+    }
+    return total;
+}
+
+Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
+                              const std::string& text, const CaptureRequest& request,
+                              const std::atomic<bool>* cancel, const CaptureMemory* previous,
+                              std::shared_ptr<const CaptureMemory>* memoryOut) {
+    const auto& config = model.info();
+    if (auto s = checkRequest(model, text, request); !s) return Error{s.error()};
+    const auto started = std::chrono::steady_clock::now();
+    CaptureResult result;
+    result.model = config;
+    result.run = request.run;
+    result.trainedWithRun = sameVariants(request.run, config.trained);
+    result.tauScale = request.tauScale;
+    result.sinkThreshold = request.sinkThreshold;
+    result.device = model.device().str();
+    auto tokens = tokensFor(config, tokenizer, text, request);
+    if (!tokens) return Error{tokens.error()};
+    result.tokens = std::move(*tokens);
+    const auto L = int64_t(result.tokens.size());
     std::vector<int64_t> ids;
     for (const auto& t : result.tokens) ids.push_back(t.id);
     const bool anyMaps = request.allMaps || !request.maps.empty();
     const bool continuable = memoryOut && !anyMaps;
     const bool lens = request.lens && L <= request.lensMaxTokens;
-    std::vector<int64_t> lensPositions = request.lensPositions;
-    if (request.lensEveryPosition) {
-        lensPositions.clear();
-        for (int64_t p = 0; p < L; ++p) lensPositions.push_back(p);
-    }
-    for (const int64_t p : lens ? lensPositions : std::vector<int64_t>{}) {
-        if (p < -1 || p >= L) {
-            return Error{"lens position " + std::to_string(p) + " is outside the text's " +
-                         std::to_string(L) + " tokens (0–" + std::to_string(L - 1) + ")"};
-        }
+    std::vector<int64_t> lensPositions;
+    if (lens) {
+        auto positions = lensPositionsFor(request, L);
+        if (!positions) return Error{positions.error()};
+        lensPositions = std::move(*positions);
     }
     // The effect and the lens read every row's logits and residual stream: no reuse.
     const bool everyRow = request.effect || lens;
@@ -220,15 +286,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     std::vector<int64_t> newIds(ids.begin() + P, ids.end());
     auto input = torch::tensor(newIds, torch::kLong).view({1, L - P}).to(model.device());
     ForwardTrace trace;
-    trace.options.weights = anyMaps;
-    trace.options.scores = anyMaps && request.mapScores;
-    trace.options.headOutputs = request.diagnostics || continuable;
-    trace.options.queriesKeys = request.lazyMaps || continuable;
-    // Sink diagnostics read the first token's key and value, and the residual stream.
-    trace.options.values = continuable || request.diagnostics;
-    trace.options.residual = request.diagnostics || lens || request.effect;
+    trace.options = traceOptions(request, anyMaps, continuable, lens);
     trace.blockRows = request.blockRows;
-    trace.options.ffn = request.diagnostics || request.slotActivations || continuable;
     if (past) {
         for (int64_t l = 0; l < config.nLayers; ++l) {
             trace.pastKeys.push_back(past->keys[size_t(l)].narrow(2, 0, P));
@@ -355,15 +414,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         const auto values = l < K ? below->values[size_t(l)] : t.v;
         LayerCapture layer;
         if (request.diagnostics) {
-            layer.attention = accumulators[size_t(l)].finish(headOutputs);
-            layer.attention.rowSparsity = layer.attention.rowSparsity.to(torch::kCPU);
-            layer.attention.rowEntropy = layer.attention.rowEntropy.to(torch::kCPU);
-            layer.attention.rowMass = layer.attention.rowMass.to(torch::kCPU);
-            completeSinkDiagnostics(layer.attention.heads, keys[0], values[0], request.sinkThreshold);
-            layer.residual = residualDiagnostics(residual);
-            layer.ffn = model.ffnDiagnostics(l, ffnInput, slots, ffnOutput, request.run.ffn,
-                                             request.tauScale);
-            layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
+            layer = layerDiagnostics(model, l, request, accumulators[size_t(l)],
+                                     {keys, values, headOutputs, ffnInput, slots, ffnOutput, residual});
         }
         if (request.slotActivations) layer.slotActivations = slots.to(torch::kCPU);
         if (request.lazyMaps) {

@@ -57,7 +57,7 @@ struct Prediction {
 };
 
 struct LayerCapture {
-    AttentionDiagnostics attention;
+    AttentionDiagnostics attentionDiagnostics;
     ResidualDiagnostics residual;   // the stream entering the layer, with the diagnostics
     FfnDiagnostics ffn;
     torch::Tensor slotActivations;  // (L, d_ff) CPU float, when requested

@@ -100,8 +100,8 @@ json captureToJson(const CaptureResult& r) {
     for (size_t l = 0; l < r.layers.size(); ++l) {
         const auto& layer = r.layers[l];
         json heads = json::array();
-        for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
-            const auto& d = layer.attention.heads[h];
+        for (size_t h = 0; h < layer.attentionDiagnostics.heads.size(); ++h) {
+            const auto& d = layer.attentionDiagnostics.heads[h];
             heads.push_back({{"head", h},
                              {"sparsity", d.sparsity},
                              {"entropy", d.entropy},
@@ -123,7 +123,7 @@ json captureToJson(const CaptureResult& r) {
                           {"sparsity_rule", sparsityRule(attentionRule, "n_i")},
                           {"heads", heads},
                           {"output_variance_by_n",
-                           buckets(layer.attention.outputVarianceByN, "n_from", "n_to")},
+                           buckets(layer.attentionDiagnostics.outputVarianceByN, "n_from", "n_to")},
                           {"ffn", ffn},
                           {"residual", residualToJson(layer.residual)}});
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include <ATen/Parallel.h>
@@ -9,6 +10,13 @@
 #include "core/attention.h"
 
 namespace relulens::core {
+
+std::string sparsityRuleText(const SparsityRule& rule, const std::string& per, bool ascii) {
+    if (rule.exactZero) return "exactly 0";
+    char number[32];
+    std::snprintf(number, sizeof(number), "%g", rule.tauScale);
+    return std::string(ascii ? "below tau = " : "below τ = ") + number + " / " + per;
+}
 
 SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale) {
     return SparsityRule{spec.hasExactZeros(), tauScale};

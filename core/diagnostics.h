@@ -1,5 +1,6 @@
 // The per-head and per-layer diagnostics of PAPERS.md, computed from captured tensors.
 #pragma once
+#include <string>
 #include <cmath>
 #include <vector>
 
@@ -15,6 +16,11 @@ struct SparsityRule {
     bool exactZero = true;
     double tauScale = 0.1;
 };
+
+// The rule in words, the one wording every view, table and export uses: "exactly 0", or
+// "below τ = 0.1 / n_i" where `per` is what τ is divided by ("n_i" for attention rows, "d_ff"
+// for memory slots); `ascii` writes "tau" for terminals and CSV files.
+std::string sparsityRuleText(const SparsityRule& rule, const std::string& per, bool ascii = false);
 
 // Attention sinks (PAPERS.md, after Xiao et al. 2023 and Gu et al. 2024): how much of each row
 // a head gives the first token, and what that token's key and value look like.

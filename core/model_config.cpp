@@ -99,8 +99,8 @@ Result<AttentionSpec> attentionSpecFromJson(const json& attention) {
             spec.kind = *kind;
             auto h = parseFamilyFunction(attention.value("h", std::string("relu")));
             if (!h) return Error{h.error()};
-            spec.h = *h;
-            spec.a = attention.value("a", 1.0);
+            spec.familyFunction = *h;
+            spec.lengthExponent = attention.value("a", 1.0);
             if (attention.contains("bias")) {
                 const auto& bias = attention.at("bias");
                 if (bias.is_number()) {
@@ -124,10 +124,10 @@ json attentionSpecToJson(const AttentionSpec& spec) {
     json attention = {{"variant", spec.name()}};
     switch (spec.kind) {
         case AttentionKind::Family:
-            attention["h"] = familyFunctionName(spec.h);
-            attention["a"] = spec.a;
+            attention["h"] = familyFunctionName(spec.familyFunction);
+            attention["a"] = spec.lengthExponent;
             break;
-        case AttentionKind::ReluLen: attention["a"] = spec.a; break;
+        case AttentionKind::ReluLen: attention["a"] = spec.lengthExponent; break;
         case AttentionKind::Sigmoid:
             if (spec.sigmoidBias) {
                 attention["bias"] = *spec.sigmoidBias;

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "core/bpe_tokenizer.h"
+#include "core/install_paths.h"
 #include "core/sentencepiece_module/spm_api.h"
 
 namespace relulens::core {
@@ -76,14 +77,10 @@ struct Api {
 std::vector<fs::path> candidatePaths() {
     std::vector<fs::path> paths;
     if (const char* env = std::getenv("RELULENS_SPM_MODULE")) paths.emplace_back(env);
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        const fs::path dir = exe.parent_path();
-        paths.push_back(dir / kModuleName);
-        paths.push_back(dir / ".." / "lib" / "relulens" / kModuleName);
-        paths.push_back(dir / ".." / "bin" / kModuleName);
-    }
+    const fs::path dir = executableDir();
+    paths.push_back(dir / kModuleName);
+    paths.push_back(dir / ".." / "lib" / "relulens" / kModuleName);
+    paths.push_back(dir / ".." / "bin" / kModuleName);
     return paths;
 }
 

@@ -44,6 +44,13 @@ std::string attentionKindList() {
     return list;
 }
 
+const std::vector<FamilyFunction>& familyFunctions() {
+    static const std::vector<FamilyFunction> functions = {FamilyFunction::Relu, FamilyFunction::Relu2,
+                                                          FamilyFunction::Gelu, FamilyFunction::Softplus,
+                                                          FamilyFunction::Sigmoid};
+    return functions;
+}
+
 std::string familyFunctionName(FamilyFunction h) {
     switch (h) {
         case FamilyFunction::Relu: return "relu";
@@ -75,12 +82,12 @@ Result<AttentionKind> parseAttentionKind(const std::string& name) {
 }
 
 Result<FamilyFunction> parseFamilyFunction(const std::string& name) {
-    for (auto h : {FamilyFunction::Relu, FamilyFunction::Relu2, FamilyFunction::Gelu,
-                   FamilyFunction::Softplus, FamilyFunction::Sigmoid}) {
+    std::string list;
+    for (auto h : familyFunctions()) {
         if (familyFunctionName(h) == name) return h;
+        list += (list.empty() ? "" : ", ") + familyFunctionName(h);
     }
-    return Error{"unknown family function '" + name +
-                 "' (expected relu, relu2, gelu, softplus or sigmoid)"};
+    return Error{"unknown family function '" + name + "' (expected one of " + list + ")"};
 }
 
 Result<FfnKind> parseFfnKind(const std::string& name) {
@@ -94,9 +101,9 @@ Result<FfnKind> parseFfnKind(const std::string& name) {
 }
 
 Status validateAttentionSpec(const AttentionSpec& spec) {
-    if (!std::isfinite(spec.a) || spec.a < 0.0 || spec.a > 2.0) {
+    if (!std::isfinite(spec.lengthExponent) || spec.lengthExponent < 0.0 || spec.lengthExponent > 2.0) {
         char buffer[96];
-        std::snprintf(buffer, sizeof buffer, "length exponent a = %g is outside [0, 2]", spec.a);
+        std::snprintf(buffer, sizeof buffer, "length exponent a = %g is outside [0, 2]", spec.lengthExponent);
         return Error{buffer};
     }
     if (spec.sigmoidBias && (!std::isfinite(*spec.sigmoidBias) || std::fabs(*spec.sigmoidBias) > 50.0)) {
@@ -120,12 +127,12 @@ std::string AttentionSpec::label() const {
     char buffer[96];
     switch (kind) {
         case AttentionKind::ReluLen:
-            if (a == 1.0) return "relu_len";
-            std::snprintf(buffer, sizeof buffer, "relu_len(a=%.2f)", a);
+            if (lengthExponent == 1.0) return "relu_len";
+            std::snprintf(buffer, sizeof buffer, "relu_len(a=%.2f)", lengthExponent);
             return buffer;
         case AttentionKind::Family:
             std::snprintf(buffer, sizeof buffer, "family(%s, a=%.2f)",
-                          familyFunctionName(h).c_str(), a);
+                          familyFunctionName(familyFunction).c_str(), lengthExponent);
             return buffer;
         case AttentionKind::Sigmoid:
             if (!sigmoidBias) return "sigmoid";
@@ -148,7 +155,7 @@ bool AttentionSpec::hasExactZeros() const {
         case AttentionKind::Sparsemax:
         case AttentionKind::Entmax15: return true;
         case AttentionKind::Family:
-            return h == FamilyFunction::Relu || h == FamilyFunction::Relu2;
+            return familyFunction == FamilyFunction::Relu || familyFunction == FamilyFunction::Relu2;
         default: return false;
     }
 }
@@ -272,8 +279,8 @@ Status validateOverrides(const RunSpec& run, int64_t layers, int64_t heads) {
 
 bool AttentionSpec::operator==(const AttentionSpec& other) const {
     if (kind != other.kind) return false;
-    if (kind == AttentionKind::Family) return h == other.h && a == other.a;
-    if (kind == AttentionKind::ReluLen) return a == other.a;
+    if (kind == AttentionKind::Family) return familyFunction == other.familyFunction && lengthExponent == other.lengthExponent;
+    if (kind == AttentionKind::ReluLen) return lengthExponent == other.lengthExponent;
     if (kind == AttentionKind::Sigmoid) return sigmoidBias == other.sigmoidBias;
     if (kind == AttentionKind::Ssmax) return ssmaxSigma == other.ssmaxSigma;
     return true;

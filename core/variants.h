@@ -23,8 +23,8 @@ enum class FfnKind { Relu, Gelu, Softmax, SoftmaxLn, Silu, GeluTanh };
 
 struct AttentionSpec {
     AttentionKind kind = AttentionKind::Softmax;
-    FamilyFunction h = FamilyFunction::Relu;  // used by Family only
-    double a = 1.0;                           // length exponent of ReluLen and Family, in [0, 2]
+    FamilyFunction familyFunction = FamilyFunction::Relu;  // h of Family: h(s) / n^a; used by Family only
+    double lengthExponent = 1.0;  // a, the length exponent of ReluLen and Family, in [0, 2]
     // Sigmoid's bias b in sigma(s + b): unset means b_i = -log n_i (Ramapuram et al.'s choice).
     std::optional<double> sigmoidBias;
     double ssmaxSigma = kDefaultSsmaxSigma;   // Ssmax's scale: softmax(sigma * log n_i * s)
@@ -84,6 +84,8 @@ struct RunSpec {
 
 // Every attention kind, in the order menus and help list them.
 const std::vector<AttentionKind>& attentionKinds();
+// Every function h of the ReLU family, in the order menus and help list them.
+const std::vector<FamilyFunction>& familyFunctions();
 // True for the variants of the two papers (softmax, relu, relu_len, reluformer, family).
 bool isPapersVariant(AttentionKind kind);
 // "softmax | relu | ... | stickbreaking", for help and error messages.

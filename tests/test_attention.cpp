@@ -18,8 +18,8 @@ torch::Tensor scores() {
 AttentionSpec spec(AttentionKind kind, double a = 1.0, FamilyFunction h = FamilyFunction::Relu) {
     AttentionSpec s;
     s.kind = kind;
-    s.a = a;
-    s.h = h;
+    s.lengthExponent = a;
+    s.familyFunction = h;
     return s;
 }
 
@@ -30,6 +30,23 @@ torch::Tensor noGamma() { return torch::ones({1}); }
 class TestAttention : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    void everyFamilyFunctionIsListedOnceAndParsesBack() {
+        // PAPERS.md's family h(s) / n^a: relu, relu², gelu, softplus, sigmoid.
+        const std::vector<std::string> expected = {"relu", "relu2", "gelu", "softplus", "sigmoid"};
+        std::vector<std::string> names;
+        for (auto h : relulens::core::familyFunctions()) {
+            names.push_back(familyFunctionName(h));
+            auto parsed = parseFamilyFunction(names.back());
+            QVERIFY2(parsed.ok(), parsed.error().c_str());
+            QVERIFY(*parsed == h);
+        }
+        QVERIFY(names == expected);
+        auto unknown = parseFamilyFunction("tanh");
+        QVERIFY(!unknown.ok());
+        QCOMPARE(QString::fromStdString(unknown.error()),
+                 QString("unknown family function 'tanh' (expected one of relu, relu2, gelu, softplus, sigmoid)"));
+    }
+
     void softmaxByHand() {
         auto w = attentionWeights(scores(), spec(AttentionKind::Softmax), noGamma())[0];
         // row 1: e^2 / (e^2 + e^-1) = 1 / (1 + e^-3); row 2: e^0.5, e^3, e^-2 normalised.

@@ -23,8 +23,8 @@ std::vector<RunSpec> everyVariant() {
                    FfnKind ffn = FfnKind::Relu) {
         RunSpec run;
         run.attention.kind = kind;
-        run.attention.h = h;
-        run.attention.a = a;
+        run.attention.familyFunction = h;
+        run.attention.lengthExponent = a;
         run.ffn = ffn;
         runs.push_back(run);
     };
@@ -156,11 +156,11 @@ private:
             const auto& x = a.layers[l];
             const auto& y = b.layers[l];
             auto head = [&](const torch::Tensor& t) { return t.narrow(-1, 0, rows); };
-            QVERIFY2(maxDifference(head(x.attention.rowSparsity), head(y.attention.rowSparsity)) < 1e-6,
+            QVERIFY2(maxDifference(head(x.attentionDiagnostics.rowSparsity), head(y.attentionDiagnostics.rowSparsity)) < 1e-6,
                      qPrintable(QString("%1, layer %2: row sparsity %3 apart").arg(name.constData()).arg(l)
-                                    .arg(maxDifference(head(x.attention.rowSparsity), head(y.attention.rowSparsity)))));
-            QVERIFY2(relativeDifference(head(x.attention.rowEntropy), head(y.attention.rowEntropy)) < 1e-4, name);
-            QVERIFY2(relativeDifference(head(x.attention.rowMass), head(y.attention.rowMass)) < 1e-5, name);
+                                    .arg(maxDifference(head(x.attentionDiagnostics.rowSparsity), head(y.attentionDiagnostics.rowSparsity)))));
+            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowEntropy), head(y.attentionDiagnostics.rowEntropy)) < 1e-4, name);
+            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowMass), head(y.attentionDiagnostics.rowMass)) < 1e-5, name);
             QVERIFY2(relativeDifference(x.slotActivations.narrow(0, 0, rows), y.slotActivations.narrow(0, 0, rows)) < 1e-5, name);
             const auto maps = b.maps->lazy();
             QVERIFY(maps);
@@ -173,10 +173,10 @@ private:
             QVERIFY2(close(x.ffn.sparsity, y.ffn.sparsity, 1e-6), name);
             QVERIFY2(close(x.ffn.outputVariance, y.ffn.outputVariance, 1e-5), name);
             QVERIFY(sameWithNaN(a.maps->overview(int64_t(l)), b.maps->overview(int64_t(l)), 1e-6));
-            QCOMPARE(x.attention.outputVarianceByN.size(), y.attention.outputVarianceByN.size());
-            for (size_t h = 0; h < x.attention.heads.size(); ++h) {
-                const auto& p = x.attention.heads[h];
-                const auto& q = y.attention.heads[h];
+            QCOMPARE(x.attentionDiagnostics.outputVarianceByN.size(), y.attentionDiagnostics.outputVarianceByN.size());
+            for (size_t h = 0; h < x.attentionDiagnostics.heads.size(); ++h) {
+                const auto& p = x.attentionDiagnostics.heads[h];
+                const auto& q = y.attentionDiagnostics.heads[h];
                 QVERIFY2(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
                 QVERIFY2(close(p.rowMass, q.rowMass, 1e-5), name);
                 QVERIFY2(close(p.entropy, q.entropy, 1e-4), name);
@@ -293,7 +293,7 @@ private Q_SLOTS:
                         ++rows;
                     }
                 }
-                const auto& sink = b->layers[size_t(m.ref.layer)].attention.heads[size_t(m.ref.head)].sink;
+                const auto& sink = b->layers[size_t(m.ref.layer)].attentionDiagnostics.heads[size_t(m.ref.head)].sink;
                 QVERIFY2(std::abs(sink.firstTokenShare - share / double(std::max<int64_t>(rows, 1))) < 1e-5, name);
                 QVERIFY2(std::abs(sink.sinkScore - score / double(L)) < 1e-6, name);
                 QCOMPARE(sink.sinkHead, score / double(L) > 0.3);
@@ -306,8 +306,8 @@ private Q_SLOTS:
                 QVERIFY(std::abs(a->predictions[i][0].probability - b->predictions[i][0].probability) < 1e-5);
             }
             for (size_t l = 0; l < a->layers.size(); ++l) {
-                const auto& x = a->layers[l].attention;
-                const auto& y = b->layers[l].attention;
+                const auto& x = a->layers[l].attentionDiagnostics;
+                const auto& y = b->layers[l].attentionDiagnostics;
                 QVERIFY2(maxDifference(x.rowSparsity, y.rowSparsity) < 1e-6, name);
                 // GELU rows whose positive and negative weights nearly cancel (mass 0.005) magnify
                 // rounding in the normalised entropy; 1e-4 relative still pins it down.

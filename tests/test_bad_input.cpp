@@ -175,6 +175,26 @@ private Q_SLOTS:
         QCOMPARE(window_->editor()->toPlainText().size(), text.size());
     }
 
+    void missingAndOversizedTextFiles() {
+        window_->editor()->setPlainText(goodText_);
+        waitIdle();
+        const auto before = snapshot();
+        const QString missing = dir_.filePath("no-such-file.txt");
+        QCOMPARE(window_->loadTextFile(missing), missing + ": cannot open (No such file or directory)");
+        QVERIFY(unchanged(before));
+        const QString large = dir_.filePath("large.txt");
+        QByteArray lines;
+        while (lines.size() < 5 * 1024 * 1024 + 1) lines += "It is a truth universally acknowledged.\n";
+        writeBytes(large, lines.left(5 * 1024 * 1024 + 1));
+        QCOMPARE(window_->loadTextFile(large), large + " is larger than 5 MB; open a shorter excerpt");
+        QVERIFY(unchanged(before));
+        // exactly 5 MB is opened
+        writeBytes(large, lines.left(5 * 1024 * 1024));
+        QCOMPARE(window_->loadTextFile(large), QString());
+        QCOMPARE(window_->editor()->toPlainText().size(), 5 * 1024 * 1024);
+        waitIdle();
+    }
+
     void invalidUtf8File() {
         window_->editor()->setPlainText(goodText_);
         QSignalSpy results(state_, &AppState::resultChanged);
@@ -294,12 +314,13 @@ private Q_SLOTS:
             QVERIFY(QFile::copy(QString(RELULENS_RESOURCES) + "/models/softmax/tokenizer.model", folder + "/tokenizer.model"));
             expected = folder + "/tokenizer.model: the tokenizer has 4096 pieces, config.json says 512";
         }
-        const double residentBefore = residentMb();
+        const int computesBefore = inference_->computeCount();
         QCOMPARE(switchFolder(window_, folder), expected);
-        QVERIFY2(residentMb() - residentBefore < 64, "a refused model must not be allocated");
         waitIdle();
         QVERIFY(unchanged(before));
         QCOMPARE(state_->modelFolder(), tinyFolder());
+        // Refused by the check, before the worker reads any weight: no pass ran with it.
+        QCOMPARE(inference_->computeCount(), computesBefore);
     }
 
     // ---- exports -------------------------------------------------------------------------

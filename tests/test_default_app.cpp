@@ -83,7 +83,7 @@ private Q_SLOTS:
         state.setMode(VariantMode::TrainedVariant);
         auto run = state.run();
         run.attention.kind = AttentionKind::ReluLen;
-        run.attention.a = 1.0;
+        run.attention.lengthExponent = 1.0;
         state.setRun(run);
         QVERIFY(results.wait(60000));
         QCOMPARE(QString::fromStdString(state.result()->model.name), QString("relu-len"));

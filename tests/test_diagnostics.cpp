@@ -105,6 +105,15 @@ private Q_SLOTS:
         QVERIFY(std::abs(d.outputVarianceByN[1].variance - 1.0) < 1e-6);
     }
 
+    void theSparsityRuleIsNamedOneWay() {
+        auto text = [](const SparsityRule& rule, const char* per, bool ascii = false) {
+            return QString::fromStdString(sparsityRuleText(rule, per, ascii));
+        };
+        QCOMPARE(text({true, 0.1}, "n_i"), QString("exactly 0"));
+        QCOMPARE(text({false, 0.1}, "n_i"), QString("below τ = 0.1 / n_i"));
+        QCOMPARE(text({false, 0.25}, "d_ff", true), QString("below tau = 0.25 / d_ff"));
+    }
+
     void ffnSparsityAndSlotsSweep() {
         FfnWeights w;
         torch::manual_seed(3);
@@ -115,11 +124,19 @@ private Q_SLOTS:
         w.lnW = torch::ones({4});
         w.lnB = torch::zeros({4});
         auto x = torch::randn({5, 4});
+        // Slots 30–39 read nothing (zero rows of W1) and have bias −1: relu(−1) = 0 for every
+        // token, and slots 0–29 have bias +10, far above what 4 inputs of W1 reach here: never
+        // 0. So 10 of 40 slots are zero at each of the 5 tokens: sparsity 1/4 exactly.
+        w.w1.narrow(0, 30, 10).zero_();
+        w.b1 = torch::cat({torch::full({30}, 10.0), torch::full({10}, -1.0)});
+        QVERIFY(torch::mm(x, w.w1.t()).abs().max().item<double>() < 10.0);
         auto m = ffnSlotActivations(x, w, FfnKind::Relu);
         auto d = ffnDiagnostics(x, m, w, FfnKind::Relu, 0.1);
-        const double zeros = (m == 0).sum().item<double>() / double(m.numel());
-        QVERIFY(std::abs(d.sparsity - zeros) < 1e-6);
+        QVERIFY2(std::abs(d.sparsity - 0.25) < 1e-9, qPrintable(QString::number(d.sparsity)));
         QVERIFY(d.rule.exactZero);
+        // per token: the same quarter at each
+        QCOMPARE(d.tokenSparsity.size(0), int64_t(5));
+        QVERIFY((d.tokenSparsity - 0.25).abs().max().item<double>() < 1e-9);
         // slot counts 16, 32, 40; the last equals the full memory's output variance.
         QCOMPARE(d.outputVarianceBySlots.size(), size_t(3));
         QCOMPARE(d.outputVarianceBySlots.back().nHigh, int64_t(40));

@@ -31,6 +31,7 @@
 #include "ui/sparsity_view.h"
 #include "ui/token_strip.h"
 #include "ui/token_text.h"
+#include "ui/view_factory.h"
 
 using namespace relulens::ui;
 
@@ -48,6 +49,25 @@ int distinctColours(const QImage& image) {
         for (int x = 0; x < image.width(); x += 3) colours.insert(image.pixel(x, y));
     }
     return colours.size();
+}
+
+// The share of pixels where `view` differs from a view of the same kind drawn at the same size
+// with no result: what it drew of the data (axes, titles and placeholders alone change little).
+double drawnShare(ExportableView* view) {
+    AppState empty;
+    std::unique_ptr<ExportableView> blank(createView(view->viewName(), &empty));
+    blank->resize(view->size());
+    blank->setAttribute(Qt::WA_DontShowOnScreen);
+    blank->show();
+    QCoreApplication::processEvents();
+    const QImage drawn = view->renderImage(1.0).convertToFormat(QImage::Format_RGB32);
+    const QImage nothing = blank->renderImage(1.0).convertToFormat(QImage::Format_RGB32);
+    const int w = std::min(drawn.width(), nothing.width()), h = std::min(drawn.height(), nothing.height());
+    int64_t differing = 0;
+    for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) differing += drawn.pixel(x, y) != nothing.pixel(x, y);
+    }
+    return double(differing) / double(std::max(1, drawn.width() * drawn.height()));
 }
 
 QString screenshotDir() {
@@ -95,13 +115,29 @@ private Q_SLOTS:
 
     void everyViewRenders() {
         QCOMPARE(window_->views().size(), 10);
+        // The effect view draws the effect of an override, and the lens is computed while it is
+        // wanted: give both something to draw.
+        const auto original = state_->run();
+        auto ablated = original;
+        auto ablation = relulens::core::parseAblation("0:0");
+        QVERIFY(ablation.ok());
+        ablated.overrides.push_back(*ablation);
+        state_->setLensWanted(true);
+        state_->setRun(ablated);
+        QVERIFY(waitForResult());
+        QTRY_VERIFY(state_->result() && state_->result()->effect && state_->result()->lens);
         for (auto* view : window_->views()) {
-            const QImage image = view->renderImage(1.0);
-            QVERIFY2(distinctColours(image) > 20, qPrintable(view->viewName()));
-            QVERIFY(image.save(screenshotDir() + "/" + view->viewName() + ".png"));
+            const double share = drawnShare(view);
+            qInfo("%s: %.1f %% of the pixels drawn from the result", qPrintable(view->viewName()), 100 * share);
+            QVERIFY2(share > 0.03, qPrintable(QString("%1 drew %2 % of its pixels from the result")
+                                                  .arg(view->viewName()).arg(100 * share, 0, 'f', 1)));
+            QVERIFY(view->renderImage(1.0).save(screenshotDir() + "/" + view->viewName() + ".png"));
         }
         QTest::qWait(200);  // let the queued replots run before grabbing the window
         QVERIFY(window_->grab().save(screenshotDir() + "/window.png"));
+        state_->setLensWanted(false);
+        state_->setRun(original);
+        QVERIFY(waitForResult());
     }
 
     void toggleRecomputesOnceAndChangesTheMap() {
@@ -296,7 +332,7 @@ private Q_SLOTS:
     void sparsityViewShowsTheCapture() {
         auto* view = qobject_cast<SparsityView*>(window_->view("sparsity"));
         QVERIFY(view);
-        const auto& heads = state_->result()->layers[1].attention.heads;
+        const auto& heads = state_->result()->layers[1].attentionDiagnostics.heads;
         QCOMPARE(view->cellValue(1, 1), heads[1].sparsity);
     }
 
@@ -317,10 +353,10 @@ private Q_SLOTS:
         // A result made by hand with one sink head (layer 1, head 0): that cell alone is outlined.
         auto edited = std::make_shared<relulens::core::CaptureResult>(*result);
         for (auto& layer : edited->layers) {
-            for (auto& head : layer.attention.heads) head.sink.sinkHead = false;
+            for (auto& head : layer.attentionDiagnostics.heads) head.sink.sinkHead = false;
         }
-        edited->layers[1].attention.heads[0].sink.sinkHead = true;
-        edited->layers[1].attention.heads[0].sink.firstTokenShare = 0.9;
+        edited->layers[1].attentionDiagnostics.heads[0].sink.sinkHead = true;
+        edited->layers[1].attentionDiagnostics.heads[0].sink.firstTokenShare = 0.9;
         AppState state;
         SinksView sinks(&state);
         state.setResult(edited);

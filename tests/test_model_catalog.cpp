@@ -149,6 +149,40 @@ private Q_SLOTS:
         QVERIFY(!catalog[1].bundled);
     }
 
+    void withoutTheVariableTheBuildTreesResourcesAreFound() {
+        // The test runs from build/bin: two folders up is the source tree, as CMake configured it.
+        const QString expected = QFileInfo(QStringLiteral(RELULENS_RESOURCES)).canonicalFilePath();
+        QVERIFY(!expected.isEmpty());
+        QCOMPARE(QFileInfo(ResourcePaths::resourcesDir()).canonicalFilePath(), expected);
+        // A variable naming no folder is passed over, not followed.
+        qputenv("RELULENS_RESOURCES", (home_.path() + "/no-such-folder").toUtf8());
+        const QString ignored = QFileInfo(ResourcePaths::resourcesDir()).canonicalFilePath();
+        qunsetenv("RELULENS_RESOURCES");
+        QCOMPARE(ignored, expected);
+    }
+
+    void aFolderFromElsewhereJoinsTheListOnce() {
+        QTemporaryDir elsewhere;
+        const QString folder = elsewhere.path() + "/mine";
+        QVERIFY(copyConfig(folder));
+        QVERIFY(QDir().mkpath(elsewhere.path() + "/empty"));
+        const auto catalog = ModelCatalog::scanDefault();
+        QVERIFY(!ModelCatalog::byFolder(catalog, folder));
+        const auto added = ModelCatalog::withFolder(catalog, folder);
+        QCOMPARE(added.size(), catalog.size() + 1);
+        QCOMPARE(added.back().folder, folder);
+        QCOMPARE(added.back().name, QString("tiny"));
+        QVERIFY(!added.back().bundled);
+        QCOMPARE(ModelCatalog::byFolder(added, folder), &added.back());
+        // listed already: unchanged; a folder with no model: unchanged
+        QCOMPARE(ModelCatalog::withFolder(added, folder).size(), added.size());
+        QCOMPARE(ModelCatalog::withFolder(catalog, elsewhere.path() + "/empty").size(), catalog.size());
+        // a bundled model is not listed twice, nor marked as from elsewhere
+        const auto again = ModelCatalog::withFolder(catalog, catalog.front().folder);
+        QCOMPARE(again.size(), catalog.size());
+        QVERIFY(again.front().bundled);
+    }
+
 private:
     QTemporaryDir home_;
     QByteArray savedHome_;

@@ -20,10 +20,10 @@ namespace {
 RunSpec specFromJson(const json& j) {
     RunSpec run;
     run.attention.kind = *parseAttentionKind(j["attention"].get<std::string>());
-    run.attention.a = j.value("a", 1.0);
+    run.attention.lengthExponent = j.value("a", 1.0);
     if (j.contains("bias")) run.attention.sigmoidBias = j["bias"].get<double>();
     run.attention.ssmaxSigma = j.value("sigma", AttentionSpec::kDefaultSsmaxSigma);
-    if (j.contains("h")) run.attention.h = *parseFamilyFunction(j["h"].get<std::string>());
+    if (j.contains("h")) run.attention.familyFunction = *parseFamilyFunction(j["h"].get<std::string>());
     run.ffn = *parseFfnKind(j["ffn"].get<std::string>());
     run.overrides = relulens::test::overridesFromJson(j.value("overrides", json::array()));
     return run;
@@ -244,8 +244,8 @@ private Q_SLOTS:
         QVERIFY(!result->trainedWithRun);  // the tiny model says it was trained with softmax
         QCOMPARE(result->maps->requested().size(), size_t(1));
         QCOMPARE(result->layers.size(), size_t(2));
-        QCOMPARE(result->layers[0].attention.heads.size(), size_t(2));
-        QVERIFY(result->layers[0].attention.heads[0].sparsity > 0);
+        QCOMPARE(result->layers[0].attentionDiagnostics.heads.size(), size_t(2));
+        QVERIFY(result->layers[0].attentionDiagnostics.heads[0].sparsity > 0);
         // The relu_len map has exact zeros where raw scores are negative, and nowhere else.
         const auto& map = result->maps->requested()[0];
         auto visible = torch::tril(torch::ones_like(map.weights)).to(torch::kBool);

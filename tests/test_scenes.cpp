@@ -151,8 +151,8 @@ private Q_SLOTS:
         QCOMPARE(s.model, std::string("softmax"));
         QCOMPARE(s.text, std::string("Call me Ishmael."));
         QCOMPARE(s.run.attention.kind, core::AttentionKind::Family);
-        QCOMPARE(s.run.attention.h, core::FamilyFunction::Relu2);
-        QCOMPARE(s.run.attention.a, 0.5);
+        QCOMPARE(s.run.attention.familyFunction, core::FamilyFunction::Relu2);
+        QCOMPARE(s.run.attention.lengthExponent, 0.5);
         QCOMPARE(s.run.ffn, core::FfnKind::Gelu);
         QCOMPARE(s.run.overrides.size(), size_t(2));
         QCOMPARE(s.run.overrides[0].label(), std::string("2=relu_len"));
@@ -238,7 +238,7 @@ private Q_SLOTS:
         using core::AttentionKind;
         core::RunSpec run;
         run.attention.kind = AttentionKind::ReluLen;
-        run.attention.a = 0.5;
+        run.attention.lengthExponent = 0.5;
         core::AttentionOverride layerOne;
         layerOne.layer = 1;
         layerOne.head = 0;
@@ -482,7 +482,7 @@ private Q_SLOTS:
         core::AttentionOverride layerWide;
         layerWide.layer = 1;
         layerWide.spec.kind = core::AttentionKind::ReluLen;
-        layerWide.spec.a = 0.5;
+        layerWide.spec.lengthExponent = 0.5;
         core::AttentionOverride ablation;
         ablation.layer = 0;
         ablation.head = 1;
@@ -516,7 +516,7 @@ private Q_SLOTS:
         Settings::restoreVariants(damaged);
         QCOMPARE(damaged.run().overrides.size(), size_t(1));
         QCOMPARE(damaged.run().overrides[0].label(), std::string("0:0=uniform"));
-        QCOMPARE(damaged.run().attention.a, 2.0);  // clamped to the family's range
+        QCOMPARE(damaged.run().attention.lengthExponent, 2.0);  // clamped to the family's range
         QSettings().clear();
     }
 

@@ -29,9 +29,11 @@ void addHeading(QComboBox* box, const QString& title) {
     }
 }
 
-const core::FamilyFunction kFamily[] = {core::FamilyFunction::Relu, core::FamilyFunction::Relu2,
-                                        core::FamilyFunction::Gelu, core::FamilyFunction::Softplus,
-                                        core::FamilyFunction::Sigmoid};
+// "relu²" as people write it; the others by their names.
+QString familyLabel(core::FamilyFunction h) {
+    return h == core::FamilyFunction::Relu2 ? QStringLiteral("relu²")
+                                            : QString::fromStdString(core::familyFunctionName(h));
+}
 QString ffnLabel(core::FfnKind kind) {
     switch (kind) {
         case core::FfnKind::SoftmaxLn: return "softmax + LN";
@@ -68,7 +70,7 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     }
     attention_->setToolTip("Attention activation (Ctrl+T toggles softmax / ReLU ÷ n)");
     family_ = new QComboBox(this);
-    family_->addItems({"relu", "relu²", "gelu", "softplus", "sigmoid"});
+    for (auto h : core::familyFunctions()) family_->addItem(familyLabel(h), int(h));
     exponent_ = new QSlider(Qt::Horizontal, this);
     exponent_->setRange(0, 200);
     exponent_->setValue(100);
@@ -182,8 +184,10 @@ void ActivationControls::pushRun() {
     core::RunSpec run = state_->run();
     const QVariant kind = attention_->currentData();
     if (kind.isValid()) run.attention.kind = core::AttentionKind(kind.toInt());
-    run.attention.h = kFamily[std::max(0, family_->currentIndex())];
-    run.attention.a = exponent_->value() / 100.0;
+    if (family_->currentIndex() >= 0) {
+        run.attention.familyFunction = core::FamilyFunction(family_->currentData().toInt());
+    }
+    run.attention.lengthExponent = exponent_->value() / 100.0;
     if (sigmoidBias_->value() == sigmoidBias_->minimum()) {
         run.attention.sigmoidBias.reset();
     } else {
@@ -191,7 +195,7 @@ void ActivationControls::pushRun() {
     }
     run.attention.ssmaxSigma = ssmaxSigma_->value();
     if (ffn_->currentIndex() >= 0) run.ffn = core::FfnKind(ffn_->currentData().toInt());
-    exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
+    exponentLabel_->setText(QString("a = %1").arg(run.attention.lengthExponent, 0, 'f', 2));
     state_->setRun(run);
 }
 
@@ -199,15 +203,15 @@ void ActivationControls::syncFromState() {
     syncing_ = true;
     const auto& run = state_->run();
     attention_->setCurrentIndex(attention_->findData(int(run.attention.kind)));
-    for (int i = 0; i < 5; ++i) if (kFamily[i] == run.attention.h) family_->setCurrentIndex(i);
+    family_->setCurrentIndex(family_->findData(int(run.attention.familyFunction)));
     const auto choices = state_->modelInfo().ffnChoices();
     if (ffn_->count() != int(choices.size()) || ffn_->itemData(0).toInt() != int(choices.front())) {
         ffn_->clear();
         for (auto kind : choices) ffn_->addItem(ffnLabel(kind), int(kind));
     }
     ffn_->setCurrentIndex(ffn_->findData(int(run.ffn)));
-    exponent_->setValue(int(std::lround(run.attention.a * 100)));
-    exponentLabel_->setText(QString("a = %1").arg(run.attention.a, 0, 'f', 2));
+    exponent_->setValue(int(std::lround(run.attention.lengthExponent * 100)));
+    exponentLabel_->setText(QString("a = %1").arg(run.attention.lengthExponent, 0, 'f', 2));
     const bool usesExponent = run.attention.kind == core::AttentionKind::Family ||
                               run.attention.kind == core::AttentionKind::ReluLen;
     family_->setVisible(run.attention.kind == core::AttentionKind::Family);

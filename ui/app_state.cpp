@@ -143,7 +143,7 @@ void AppState::toggleSoftmaxRelu() {
     core::RunSpec run = run_;
     if (run.attention.kind == core::AttentionKind::Softmax) {
         run.attention.kind = core::AttentionKind::ReluLen;
-        run.attention.a = 1.0;
+        run.attention.lengthExponent = 1.0;
     } else {
         run.attention.kind = core::AttentionKind::Softmax;
     }
@@ -154,7 +154,7 @@ core::RunSpec AppState::comparisonRun() const {
     core::RunSpec other = run_;
     if (run_.attention.kind == core::AttentionKind::Softmax) {
         other.attention.kind = core::AttentionKind::ReluLen;
-        other.attention.a = 1.0;
+        other.attention.lengthExponent = 1.0;
     } else {
         other.attention = core::AttentionSpec{};
     }

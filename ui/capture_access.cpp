@@ -15,12 +15,12 @@ torch::Tensor perRow(const torch::Tensor& rows, int head) {
 
 torch::Tensor rowSparsity(const core::CaptureResult& result, int layer, int head) {
     if (layer < 0 || layer >= int(result.layers.size())) return {};
-    return perRow(result.layers[size_t(layer)].attention.rowSparsity, head);
+    return perRow(result.layers[size_t(layer)].attentionDiagnostics.rowSparsity, head);
 }
 
 torch::Tensor rowEntropy(const core::CaptureResult& result, int layer, int head) {
     if (layer < 0 || layer >= int(result.layers.size())) return {};
-    return perRow(result.layers[size_t(layer)].attention.rowEntropy, head);
+    return perRow(result.layers[size_t(layer)].attentionDiagnostics.rowEntropy, head);
 }
 
 QString headLabel(int head) { return head < 0 ? QStringLiteral("mean of heads") : QString("head %1").arg(head); }

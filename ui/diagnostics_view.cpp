@@ -21,8 +21,8 @@ struct Curves {
 // Output variance by n bucket of the layer (mean over heads), keyed by the bucket's top n.
 Curves varianceByN(const core::CaptureResult& a, const core::CaptureResult& b, int layer) {
     Curves c;
-    const auto& va = a.layers[size_t(layer)].attention.outputVarianceByN;
-    const auto& vb = b.layers[size_t(layer)].attention.outputVarianceByN;
+    const auto& va = a.layers[size_t(layer)].attentionDiagnostics.outputVarianceByN;
+    const auto& vb = b.layers[size_t(layer)].attentionDiagnostics.outputVarianceByN;
     for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
         c.x << double(va[i].nHigh);
         c.current << va[i].variance;
@@ -32,7 +32,7 @@ Curves varianceByN(const core::CaptureResult& a, const core::CaptureResult& b, i
 }
 
 QVector<double> profileOf(const core::CaptureResult& r, int layer, int head) {
-    const auto& heads = r.layers[size_t(layer)].attention.heads;
+    const auto& heads = r.layers[size_t(layer)].attentionDiagnostics.heads;
     QVector<double> out;
     if (heads.empty()) return out;
     const size_t n = heads[0].distanceProfile.size();
@@ -50,7 +50,7 @@ QVector<double> profileOf(const core::CaptureResult& r, int layer, int head) {
 }
 
 double meanEntropy(const core::CaptureResult& r, int layer) {
-    const auto& heads = r.layers[size_t(layer)].attention.heads;
+    const auto& heads = r.layers[size_t(layer)].attentionDiagnostics.heads;
     double sum = 0;
     for (const auto& h : heads) sum += h.entropy;
     return heads.empty() ? 0 : sum / double(heads.size());

@@ -25,7 +25,7 @@ QString attentionText(const core::AttentionSpec& a) {
         case core::AttentionKind::ReluLen:
             return QString("<h3>ReLU ÷ n (Wortsman et al.)</h3><p>α<sub>ij</sub> = "
                            "relu(s<sub>ij</sub>) / n<sub>i</sub><sup>%1</sup></p><p>")
-                       .arg(a.a, 0, 'g', 3) + score +
+                       .arg(a.lengthExponent, 0, 'g', 3) + score +
                    "</p><p>Dividing by the number of visible keys keeps the average weight near "
                    "1/n, as softmax has it, without a row maximum or sum: rows are independent. "
                    "With a = 1 it matched softmax in their vision transformers.</p>";
@@ -38,8 +38,8 @@ QString attentionText(const core::AttentionSpec& a) {
         case core::AttentionKind::Family:
             return QString("<h3>Family h(s) ÷ n<sup>a</sup></h3><p>α<sub>ij</sub> = %1(s<sub>ij</sub>) / "
                            "n<sub>i</sub><sup>%2</sup></p><p>")
-                       .arg(QString::fromStdString(core::familyFunctionName(a.h)))
-                       .arg(a.a, 0, 'g', 3) + score +
+                       .arg(QString::fromStdString(core::familyFunctionName(a.familyFunction)))
+                       .arg(a.lengthExponent, 0, 'g', 3) + score +
                    "</p><p>Wortsman et al. swept h ∈ {relu, relu², gelu, softplus, sigmoid, …} and "
                    "a ∈ [0, 2]: for every h the best a was near 1. Only relu and relu² give exact "
                    "zeros; the others are counted sparse below τ.</p>";

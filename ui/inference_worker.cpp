@@ -197,7 +197,12 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
         return response;
     }
     auto response = runCapture(request, *model, nullptr);
-    if (!response.lastPart) response.comparison = runComparison(request, *model, nullptr).comparison;
+    if (!response.lastPart) {
+        // The comparison's failure is said beside the result it belongs to, never dropped.
+        auto comparison = runComparison(request, *model, nullptr);
+        response.comparison = comparison.comparison;
+        if (response.error.isEmpty()) response.error = comparison.error;
+    }
     response.lastPart = true;
     response.vocabulary = std::make_shared<const core::SlotVocabulary>(*model->model, model->tokenizer);
     return response;
@@ -242,9 +247,9 @@ int64_t bytesOf(const core::CaptureResult& r) {
     };
     for (const auto& l : r.layers) {
         add(l.slotActivations);
-        add(l.attention.rowSparsity);
-        add(l.attention.rowEntropy);
-        add(l.attention.rowMass);
+        add(l.attentionDiagnostics.rowSparsity);
+        add(l.attentionDiagnostics.rowEntropy);
+        add(l.attentionDiagnostics.rowMass);
     }
     if (r.maps) bytes += r.maps->bytes();
     return bytes;

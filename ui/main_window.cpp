@@ -3,6 +3,7 @@
 #include "core/about.h"
 #include "core/device.h"
 #include "core/model_folder.h"
+#include "core/text_file.h"
 #include "core/tokenizer.h"
 
 #include <torch/version.h>
@@ -52,6 +53,21 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     : QMainWindow(parent), state_(state), inference_(inference) {
     setWindowTitle("ReluLens");
     setAcceptDrops(true);
+    setCentralWidget(buildTextPanel());
+    controls_ = new ActivationControls(state_, this);
+    auto* toolbar = addToolBar("Activation");
+    toolbar->setObjectName("activationToolbar");
+    toolbar->addWidget(controls_);
+    connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
+
+    buildDocks();
+    buildStatusBar();
+    baseFontSize_ = QApplication::font().pointSizeF();
+    buildMenus();
+    Settings::restoreWindow(*this);
+}
+
+QWidget* MainWindow::buildTextPanel() {
     editor_ = new QPlainTextEdit(this);
     editor_->setPlaceholderText("Type or paste text, open a .txt file, or drop one here.");
     editor_->setPlainText(state_->text());
@@ -80,14 +96,19 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     splitter->addWidget(stripPanel);
     splitter->setStretchFactor(0, 2);
     splitter->setStretchFactor(1, 1);
-    setCentralWidget(splitter);
 
-    controls_ = new ActivationControls(state_, this);
-    auto* toolbar = addToolBar("Activation");
-    toolbar->setObjectName("activationToolbar");
-    toolbar->addWidget(controls_);
-    connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
+    connect(editor_, &QPlainTextEdit::textChanged, this,
+            [this] { state_->setText(editor_->toPlainText()); });
+    connect(editor_, &QPlainTextEdit::selectionChanged, this, [this] {
+        auto result = state_->result();
+        const QTextCursor cursor = editor_->textCursor();
+        if (!result || !cursor.hasSelection()) return;
+        state_->setQueryToken(tokenAtTextPosition(*result, editor_->toPlainText(), cursor.selectionStart()));
+    });
+    return splitter;
+}
 
+void MainWindow::buildDocks() {
     // Maps on the right (tabbed: attention map, head grid, compare); statistics at the bottom
     // (tabbed: sparsity, memory slots, diagnostics, sinks, effect, lens) with the predictions
     // beside them.
@@ -142,6 +163,9 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     if (attentionDock) resizeDocks({attentionDock}, {850}, Qt::Horizontal);
     if (!bottom.isEmpty()) resizeDocks({bottom.first()}, {380}, Qt::Vertical);
 
+}
+
+void MainWindow::buildStatusBar() {
     busy_ = new QLabel(this);
     timing_ = new QLabel("no result yet", this);
     loading_ = new QProgressBar(this);
@@ -189,17 +213,6 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     connect(state_, &AppState::errorChanged, this, [this](const QString& message) {
         if (!message.isEmpty()) statusBar()->showMessage("⚠ " + message, 8000);
     });
-    connect(editor_, &QPlainTextEdit::textChanged, this,
-            [this] { state_->setText(editor_->toPlainText()); });
-    connect(editor_, &QPlainTextEdit::selectionChanged, this, [this] {
-        auto result = state_->result();
-        const QTextCursor cursor = editor_->textCursor();
-        if (!result || !cursor.hasSelection()) return;
-        state_->setQueryToken(tokenAtTextPosition(*result, editor_->toPlainText(), cursor.selectionStart()));
-    });
-    baseFontSize_ = QApplication::font().pointSizeF();
-    buildMenus();
-    Settings::restoreWindow(*this);
 }
 
 void MainWindow::setPresentationMode(bool on) {
@@ -315,19 +328,9 @@ bool MainWindow::openTextFile(const QString& path) {
 }
 
 QString MainWindow::loadTextFile(const QString& path) {
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly)) {
-        return QString("%1: cannot open (%2)").arg(path, file.errorString());
-    }
-    if (file.size() > 5 * 1024 * 1024) {
-        return QString("%1 is larger than 5 MB; open a shorter excerpt").arg(path);
-    }
-    const QByteArray bytes = file.readAll();
-    const int64_t bad = core::firstInvalidUtf8(bytes.toStdString());
-    if (bad >= 0) {
-        return QString("%1 is not UTF-8 text (byte %2); convert it to UTF-8 first").arg(path).arg(bad);
-    }
-    editor_->setPlainText(QString::fromUtf8(bytes));
+    auto text = core::readTextFile(path.toStdString());
+    if (!text) return QString::fromStdString(text.error());
+    editor_->setPlainText(QString::fromStdString(*text));
     return QString();
 }
 
@@ -340,7 +343,7 @@ void MainWindow::openModelFolder() {
 void MainWindow::switchModelFolder(const QString& folder, bool showErrors) {
     struct Checked {
         QString error;
-        QVector<ModelEntry> found;  // the folder's catalogue entry, when it is not listed yet
+        QVector<ModelEntry> catalog;  // with the folder's entry, when it was not listed yet
     };
     const auto catalog = state_->catalog();
     statusBar()->showMessage("Checking " + folder + "…");
@@ -359,22 +362,14 @@ void MainWindow::switchModelFolder(const QString& folder, bool showErrors) {
                 c.error = QString::fromStdString(checked.error());
                 return c;
             }
-            if (!ModelCatalog::byFolder(catalog, folder)) {
-                for (const auto& m : ModelCatalog::scan({QFileInfo(folder).absolutePath()})) {
-                    if (QFileInfo(m.folder) != QFileInfo(folder)) continue;
-                    c.found.push_back(m);
-                    c.found.back().bundled = false;  // a folder from elsewhere, not shipped
-                }
-            }
+            c.catalog = ModelCatalog::withFolder(catalog, folder);
             return c;
         },
         [this, folder, showErrors](Checked c) {
             statusBar()->clearMessage();
             if (c.error.isEmpty()) {
-                if (!c.found.isEmpty()) {
-                    auto catalog = state_->catalog();
-                    catalog += c.found;
-                    state_->setCatalog(catalog);
+                if (!ModelCatalog::byFolder(state_->catalog(), folder) && ModelCatalog::byFolder(c.catalog, folder)) {
+                    state_->setCatalog(c.catalog);
                     controls_->reloadModels();
                 }
                 state_->setModelFolder(folder);

@@ -75,6 +75,11 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
+    // The constructor's parts: the text editor over the token strip (the central widget), the
+    // views' docks, the status bar and its wiring to the controller, then the menus.
+    QWidget* buildTextPanel();
+    void buildDocks();
+    void buildStatusBar();
     void buildMenus();
     void exportCurrentView();
     void exportAllViews();

@@ -53,4 +53,14 @@ const ModelEntry* ModelCatalog::byFolder(const QVector<ModelEntry>& models, cons
     return nullptr;
 }
 
+QVector<ModelEntry> ModelCatalog::withFolder(QVector<ModelEntry> models, const QString& folder) {
+    if (byFolder(models, folder)) return models;
+    for (const auto& m : scan({QFileInfo(folder).absolutePath()})) {
+        if (QFileInfo(m.folder) != QFileInfo(folder)) continue;
+        models.push_back(m);
+        models.back().bundled = false;
+    }
+    return models;
+}
+
 }  // namespace relulens::ui

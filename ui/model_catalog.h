@@ -33,6 +33,10 @@ public:
     static const ModelEntry* trainedWith(const QVector<ModelEntry>& models,
                                          const core::RunSpec& run, int64_t trainingContext = 0);
     static const ModelEntry* byFolder(const QVector<ModelEntry>& models, const QString& folder);
+    // `models` with the entry of `folder` added, as a model from elsewhere (not bundled), when
+    // it is not listed yet; `models` unchanged when it is, or when the folder holds no model.
+    // Reads the folder's config.json: call it off the GUI thread.
+    static QVector<ModelEntry> withFolder(QVector<ModelEntry> models, const QString& folder);
 };
 
 }  // namespace relulens::ui

@@ -1,32 +1,12 @@
 #include "ui/resource_paths.h"
 
-#include <QCoreApplication>
 #include <QDir>
-#include <QFileInfo>
-#include <QStandardPaths>
+
+#include "core/install_paths.h"
 
 namespace relulens::ui {
 
-namespace {
-
-QString executableDir() {
-    if (QCoreApplication::instance()) return QCoreApplication::applicationDirPath();
-    return QFileInfo(QStringLiteral("/proc/self/exe")).symLinkTarget().isEmpty()
-               ? QDir::currentPath()
-               : QFileInfo(QFileInfo(QStringLiteral("/proc/self/exe")).symLinkTarget()).absolutePath();
-}
-
-}  // namespace
-
-QString ResourcePaths::resourcesDir() {
-    const QString env = qEnvironmentVariable("RELULENS_RESOURCES");
-    if (!env.isEmpty() && QFileInfo(env).isDir()) return QDir(env).absolutePath();
-    const QString exe = executableDir();
-    for (const QString& candidate : {exe + "/../share/relulens", exe + "/../../resources"}) {
-        if (QFileInfo(candidate + "/models").isDir()) return QDir(candidate).absolutePath();
-    }
-    return QDir(exe + "/../../resources").absolutePath();
-}
+QString ResourcePaths::resourcesDir() { return QString::fromStdString(core::resourcesDir()); }
 
 QStringList ResourcePaths::modelDirs() {
     QStringList dirs{resourcesDir() + "/models"};

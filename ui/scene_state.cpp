@@ -95,13 +95,7 @@ QStringList applySceneInputs(const core::Scene& scene, AppState& state) {
     } else {
         if (!ModelCatalog::byFolder(state.catalog(), folder)) {
             // A folder from elsewhere joins the model list, as File ▸ Open model folder does.
-            auto catalog = state.catalog();
-            for (const auto& m : ModelCatalog::scan({QFileInfo(folder).absolutePath()})) {
-                if (QFileInfo(m.folder) != QFileInfo(folder)) continue;
-                catalog.push_back(m);
-                catalog.back().bundled = false;
-            }
-            state.setCatalog(catalog);
+            state.setCatalog(ModelCatalog::withFolder(state.catalog(), folder));
         }
         state.setModelFolder(folder);
     }

@@ -64,8 +64,8 @@ void Settings::saveSession(const AppState& state, const QMainWindow& window) {
     setValue(Key::ModelFolder, state.modelFolder());
     const auto& run = state.run();
     setValue(Key::Attention, QString::fromStdString(run.attention.name()));
-    setValue(Key::FamilyH, QString::fromStdString(core::familyFunctionName(run.attention.h)));
-    setValue(Key::Exponent, run.attention.a);
+    setValue(Key::FamilyH, QString::fromStdString(core::familyFunctionName(run.attention.familyFunction)));
+    setValue(Key::Exponent, run.attention.lengthExponent);
     setValue(Key::SigmoidBias, run.attention.sigmoidBias ? QVariant(*run.attention.sigmoidBias)
                                                          : QVariant(QString("-log n")));
     setValue(Key::SsmaxSigma, run.attention.ssmaxSigma);
@@ -81,8 +81,8 @@ void Settings::saveSession(const AppState& state, const QMainWindow& window) {
 void Settings::restoreVariants(AppState& state) {
     core::RunSpec run;
     if (auto k = core::parseAttentionKind(string(Key::Attention).toStdString())) run.attention.kind = *k;
-    if (auto h = core::parseFamilyFunction(string(Key::FamilyH).toStdString())) run.attention.h = *h;
-    run.attention.a = std::clamp(number(Key::Exponent), 0.0, 2.0);
+    if (auto h = core::parseFamilyFunction(string(Key::FamilyH).toStdString())) run.attention.familyFunction = *h;
+    run.attention.lengthExponent = std::clamp(number(Key::Exponent), 0.0, 2.0);
     bool isNumber = false;
     const double bias = value(Key::SigmoidBias).toDouble(&isNumber);
     if (isNumber && std::isfinite(bias)) run.attention.sigmoidBias = std::clamp(bias, -20.0, 20.0);

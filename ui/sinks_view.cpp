@@ -58,7 +58,7 @@ SinksView::SinksView(AppState* state, QWidget* parent)
 double SinksView::cellValue(int layer, int head) const {
     auto result = state_->result();
     if (!result) return 0;
-    return result->layers[size_t(layer)].attention.heads[size_t(head)].sink.firstTokenShare;
+    return result->layers[size_t(layer)].attentionDiagnostics.heads[size_t(head)].sink.firstTokenShare;
 }
 
 bool SinksView::cellMarkedSink(int layer, int head) const {
@@ -73,7 +73,7 @@ double SinksView::profileValue(int layer) const {
 
 void SinksView::refresh() {
     auto result = state_->result();
-    if (!result || result->layers.empty() || result->layers[0].attention.heads.empty()) return;
+    if (!result || result->layers.empty() || result->layers[0].attentionDiagnostics.heads.empty()) return;
     const int layers = int(result->model.nLayers), heads = int(result->model.nHeads);
     auto* data = gridMap_->data();
     data->setSize(heads, layers);
@@ -84,7 +84,7 @@ void SinksView::refresh() {
     int sinkHeads = 0;
     for (int l = 0; l < layers; ++l) {
         for (int h = 0; h < heads; ++h) {
-            const auto& s = result->layers[size_t(l)].attention.heads[size_t(h)].sink;
+            const auto& s = result->layers[size_t(l)].attentionDiagnostics.heads[size_t(h)].sink;
             data->setCell(h, l, s.firstTokenShare);
             marked_[l][h] = s.sinkHead;
             sinkHeads += s.sinkHead;
@@ -167,8 +167,8 @@ QString SinksView::csv() const {
             : QString("%1,%2,%3,%4,%5,%6").arg(std::abs(r.largest[0].value), 0, 'g', 8)
                   .arg(r.largest[0].token).arg(r.largest[0].dimension).arg(r.medianAbs, 0, 'g', 8)
                   .arg(r.largestOverMedian(), 0, 'g', 8).arg(r.kurtosis, 0, 'g', 8);
-        for (size_t h = 0; h < layer.attention.heads.size(); ++h) {
-            const auto& s = layer.attention.heads[h].sink;
+        for (size_t h = 0; h < layer.attentionDiagnostics.heads.size(); ++h) {
+            const auto& s = layer.attentionDiagnostics.heads[h].sink;
             out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,").arg(l).arg(h)
                        .arg(s.firstTokenShare, 0, 'g', 8).arg(s.zeroMassRows)
                        .arg(s.sinkScore, 0, 'g', 8).arg(s.sinkHead ? 1 : 0)

@@ -73,7 +73,7 @@ void SparsityView::setMetric(Metric metric) {
 double SparsityView::cellValue(int layer, int head) const {
     auto result = state_->result();
     if (!result) return 0;
-    const auto& d = result->layers[size_t(layer)].attention.heads[size_t(head)];
+    const auto& d = result->layers[size_t(layer)].attentionDiagnostics.heads[size_t(head)];
     switch (metric_) {
         case Metric::Sparsity: return d.sparsity;
         case Metric::Entropy: return d.entropy;
@@ -85,12 +85,10 @@ double SparsityView::cellValue(int layer, int head) const {
 
 void SparsityView::refresh() {
     auto result = state_->result();
-    if (!result || result->layers.empty() || result->layers[0].attention.heads.empty()) return;
+    if (!result || result->layers.empty() || result->layers[0].attentionDiagnostics.heads.empty()) return;
     const int layers = int(result->model.nLayers), heads = int(result->model.nHeads);
     const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers, result->model.nHeads, result->tauScale);
-    const QString ruleText = rule.exactZero
-        ? QStringLiteral("share of visible weights exactly 0")
-        : QString("share of visible weights below τ = %1 / n_i").arg(result->tauScale);
+    const QString ruleText = "share of visible weights " + QString::fromStdString(core::sparsityRuleText(rule, "n_i"));
     const QString metricText = metric_ == Metric::Sparsity ? ruleText : QString(kMetricNames[int(metric_)]);
 
     auto* data = gridMap_->data();
@@ -155,9 +153,9 @@ QString SparsityView::csv() const {
     if (!result) return QString();
     QString out = "layer,head,sparsity,sparsity_rule,entropy,row_mass,row_mass_std,top1_share,top1pct_share\n";
     const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers, result->model.nHeads, result->tauScale);
-    const QString ruleText = rule.exactZero ? "exact zero" : QString("below %1/n_i").arg(result->tauScale);
+    const QString ruleText = QString::fromStdString(core::sparsityRuleText(rule, "n_i", true));
     for (size_t l = 0; l < result->layers.size(); ++l) {
-        const auto& heads = result->layers[l].attention.heads;
+        const auto& heads = result->layers[l].attentionDiagnostics.heads;
         for (size_t h = 0; h < heads.size(); ++h) {
             const auto& d = heads[h];
             out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9\n").arg(l).arg(h).arg(d.sparsity, 0, 'g', 8)

@@ -40,8 +40,8 @@ CaptureRequest requestFor(uint8_t selector, const ModelInfo& config) {
     request.run.attention.kind = kinds[size_t(selector % count)];
     request.run.ffn = kFfns[(selector / count) % 4];
     const int rest = selector / (count * 4);  // 0..5
-    request.run.attention.a = kExponents[rest % 4];
-    request.run.attention.h = FamilyFunction(rest % 5);
+    request.run.attention.lengthExponent = kExponents[rest % 4];
+    request.run.attention.familyFunction = FamilyFunction(rest % 5);
     request.allMaps = rest % 2 == 1;
     if (rest >= 3) request.maps.push_back({config.nLayers - 1, rest % config.nHeads});
     if (rest == 5) request.maxTokens = 8;
@@ -99,7 +99,7 @@ void checkResult(const CaptureResult& r, const CaptureRequest& request, const st
     }
     if (int64_t(r.layers.size()) != config.nLayers) fail("not one capture per layer");
     for (const auto& layer : r.layers) {
-        if (int64_t(layer.attention.heads.size()) != config.nHeads) fail("heads missing");
+        if (int64_t(layer.attentionDiagnostics.heads.size()) != config.nHeads) fail("heads missing");
     }
     const size_t expectedMaps =
         request.allMaps ? size_t(config.nLayers * config.nHeads) : request.maps.size();
