@@ -10,9 +10,9 @@
 namespace relulens::app {
 
 struct OptionSpec {
-    std::string name;        // without the leading dashes
+    std::string name;  // without the leading dashes
     bool takesValue = true;
-    bool multiple = false;   // collects values until the next option
+    bool multiple = false;  // collects values until the next option
 };
 
 class Arguments {

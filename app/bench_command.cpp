@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "core/atomic_file.h"
@@ -114,7 +114,8 @@ std::string readFile(const std::string& path) {
 }
 
 // A text of exactly n tokens: `source` repeated as often as needed, cut after token n.
-core::Result<std::string> textOfTokens(const core::Tokenizer& tokenizer, const std::string& source, size_t n) {
+core::Result<std::string> textOfTokens(const core::Tokenizer& tokenizer, const std::string& source,
+                                       size_t n) {
     std::string text = source;
     while (true) {
         auto tokens = tokenizer.encode(text);
@@ -135,25 +136,29 @@ struct BaselineRun {
 };
 
 core::Result<BaselineRun> runBaseline(const std::string& python, const std::string& script,
-                                      const std::string& model, const std::vector<core::Token>& tokens,
+                                      const std::string& model,
+                                      const std::vector<core::Token>& tokens,
                                       const core::MapSource& maps, int64_t layer, int repeats) {
     char dir[] = "/tmp/relulens-bench-XXXXXX";
     if (!mkdtemp(dir)) return core::Error{"cannot make a temporary folder for the baseline"};
     const std::string folder = dir;
     std::string idText;
     for (const auto& t : tokens) idText += std::to_string(t.id) + ' ';
-    if (auto s = core::writeTextAtomically(folder + "/ids.txt", idText); !s) return core::Error{s.error()};
+    if (auto s = core::writeTextAtomically(folder + "/ids.txt", idText); !s)
+        return core::Error{s.error()};
     const std::string command =
         quoted(python) + " " + quoted(script) + " --model " + quoted(model) + " --ids " +
         quoted(folder + "/ids.txt") + " --layer " + std::to_string(layer) + " --head 0" +
-        " --repeats " + std::to_string(repeats) + " --threads " + std::to_string(at::get_num_threads()) +
-        " --map-out " + quoted(folder + "/map.f32") + " --png " + quoted(folder + "/map.png");
+        " --repeats " + std::to_string(repeats) + " --threads " +
+        std::to_string(at::get_num_threads()) + " --map-out " + quoted(folder + "/map.f32") +
+        " --png " + quoted(folder + "/map.png");
     std::string output;
     if (FILE* pipe = popen(command.c_str(), "r")) {
         char buffer[4096];
         while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
         if (pclose(pipe) != 0) {
-            return core::Error{"the baseline failed (" + command + "); is python3-torch installed?"};
+            return core::Error{"the baseline failed (" + command +
+                               "); is python3-torch installed?"};
         }
     } else {
         return core::Error{"cannot run " + python};
@@ -170,7 +175,8 @@ core::Result<BaselineRun> runBaseline(const std::string& python, const std::stri
     // Cross-check: the head the baseline drew against ReluLens's map of the same head.
     const std::string raw = readFile(folder + "/map.f32");
     const int64_t L = maps.tokens();
-    if (int64_t(raw.size()) != L * L * 4) return core::Error{"the baseline's map has the wrong size"};
+    if (int64_t(raw.size()) != L * L * 4)
+        return core::Error{"the baseline's map has the wrong size"};
     auto theirs = torch::from_blob(const_cast<char*>(raw.data()), {L, L}, torch::kFloat32).clone();
     run.maxDifference = (theirs - maps.weights(layer, 0)).abs().max().item<double>();
     std::remove((folder + "/ids.txt").c_str());
@@ -182,7 +188,8 @@ core::Result<BaselineRun> runBaseline(const std::string& python, const std::stri
 
 // Encoding `megabytes` MB of the text file (repeated when shorter) with a tokenizer.json or
 // tokenizer.model: the best of three runs, each on a freshly loaded tokenizer (nothing cached).
-core::Status benchTokenizer(const std::string& path, const std::string& textFile, double megabytes) {
+core::Status benchTokenizer(const std::string& path, const std::string& textFile,
+                            double megabytes) {
     const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
     const std::string source = readFile(textFile);
     if (source.empty()) return core::Error{textFile + ": cannot read the benchmark text"};
@@ -190,7 +197,8 @@ core::Status benchTokenizer(const std::string& path, const std::string& textFile
     std::string text;
     while (text.size() < bytes) text += source;
     text.resize(bytes);
-    while (!text.empty() && core::firstInvalidUtf8(text) >= 0) text.pop_back();  // cut on a character
+    while (!text.empty() && core::firstInvalidUtf8(text) >= 0)
+        text.pop_back();  // cut on a character
     double best = 0;
     size_t tokens = 0;
     for (int run = 0; run < 3; ++run) {
@@ -203,10 +211,11 @@ core::Status benchTokenizer(const std::string& path, const std::string& textFile
         const double ms = millisecondsSince(start);
         best = run == 0 ? ms : std::min(best, ms);
     }
-    std::printf("tokenizer: %s (%s): %.2f MB of %s in %.0f ms (best of 3, fresh tokenizer each) = "
-                "%.2f MB/s, %zu tokens\n",
-                path.c_str(), json ? "byte-level BPE" : "SentencePiece", double(text.size()) / 1e6,
-                textFile.c_str(), best, double(text.size()) / 1e6 / (best / 1e3), tokens);
+    std::printf(
+        "tokenizer: %s (%s): %.2f MB of %s in %.0f ms (best of 3, fresh tokenizer each) = "
+        "%.2f MB/s, %zu tokens\n",
+        path.c_str(), json ? "byte-level BPE" : "SentencePiece", double(text.size()) / 1e6,
+        textFile.c_str(), best, double(text.size()) / 1e6 / (best / 1e3), tokens);
     return {};
 }
 
@@ -233,7 +242,8 @@ core::Result<BenchOptions> benchOptions(const Arguments& args) {
     if (args.has("tokenizer")) {
         o.tokenizer = args.value("tokenizer");
         auto megabytes = args.number("megabytes", 1.0);
-        if (!megabytes || !(*megabytes > 0) || *megabytes > 64) return core::Error{"--megabytes must be in (0, 64]"};
+        if (!megabytes || !(*megabytes > 0) || *megabytes > 64)
+            return core::Error{"--megabytes must be in (0, 64]"};
         o.megabytes = *megabytes;
     }
     if (args.has("sizes")) {
@@ -241,7 +251,8 @@ core::Result<BenchOptions> benchOptions(const Arguments& args) {
         for (const auto& s : args.values("sizes")) {
             char* end = nullptr;
             const long v = std::strtol(s.c_str(), &end, 10);
-            if (!end || *end || v < 2 || v > 16384) return core::Error{"--sizes takes token counts from 2 to 16384"};
+            if (!end || *end || v < 2 || v > 16384)
+                return core::Error{"--sizes takes token counts from 2 to 16384"};
             o.sizes.push_back(size_t(v));
         }
     }
@@ -249,13 +260,15 @@ core::Result<BenchOptions> benchOptions(const Arguments& args) {
     if (!repeats || *repeats < 1) return core::Error{"--repeats must be positive"};
     o.repeats = *repeats;
     auto baselineRepeats = args.integer("baseline-repeats", 3);
-    if (!baselineRepeats || *baselineRepeats < 1) return core::Error{"--baseline-repeats must be positive"};
+    if (!baselineRepeats || *baselineRepeats < 1)
+        return core::Error{"--baseline-repeats must be positive"};
     o.baselineRepeats = *baselineRepeats;
     if (args.has("device")) o.device = args.value("device");
     o.baseline = args.has("baseline");
     if (args.has("python")) o.python = args.value("python");
     o.script = baselineScript();
-    if (o.baseline && !exists(o.script)) return core::Error{o.script + ": the baseline script is missing"};
+    if (o.baseline && !exists(o.script))
+        return core::Error{o.script + ": the baseline script is missing"};
     o.gui = !args.has("no-gui");
 #ifndef RELULENS_WITH_GUI
     o.gui = false;
@@ -277,49 +290,55 @@ struct BenchContext {
 
 void printBenchHeader(const BenchContext& c, double loadMs, double loadPeakMb) {
     const auto& config = c.loaded.model->info();
-    std::printf("relulens bench: %s on %s, %s\n", c.options.modelFolder.c_str(), c.device.str().c_str(),
-                core::deviceReport().c_str());
-    std::printf("model: %s, %lld layers × %lld heads (%lld kv heads), d_model %lld, d_ff %lld%s, "
-                "vocab %lld, %.3g parameters%s%s; variant %s; matrix multiply %.1f GFLOP/s "
-                "(2048², best of 3); medians of %lld runs\n",
-                config.family.c_str(), (long long)config.nLayers, (long long)config.nHeads,
-                (long long)config.nKvHeads, (long long)config.dModel, (long long)config.dFf,
-                config.gatedFfn ? " gated" : "", (long long)config.vocabSize, double(config.parameters),
-                config.storage.empty() ? "" : ", stored as ", config.storage.c_str(),
-                config.trained.attention.label().c_str(), c.rate, (long long)c.options.repeats);
+    std::printf("relulens bench: %s on %s, %s\n", c.options.modelFolder.c_str(),
+                c.device.str().c_str(), core::deviceReport().c_str());
+    std::printf(
+        "model: %s, %lld layers × %lld heads (%lld kv heads), d_model %lld, d_ff %lld%s, "
+        "vocab %lld, %.3g parameters%s%s; variant %s; matrix multiply %.1f GFLOP/s "
+        "(2048², best of 3); medians of %lld runs\n",
+        config.family.c_str(), (long long)config.nLayers, (long long)config.nHeads,
+        (long long)config.nKvHeads, (long long)config.dModel, (long long)config.dFf,
+        config.gatedFfn ? " gated" : "", (long long)config.vocabSize, double(config.parameters),
+        config.storage.empty() ? "" : ", stored as ", config.storage.c_str(),
+        config.trained.attention.label().c_str(), c.rate, (long long)c.options.repeats);
     const double weightsMb = double(config.parameters) * 4.0 / 1048576.0;
-    std::printf("load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
-                "weights (%.0f MB)\n\n",
-                loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens", "forward", "floor",
-                "×floor", "capture", "maps only", "one map", "top ovr", "(full)", "toggle", "back", "+word", "stall",
-                "text→PNG", "peak MB");
-    if (c.options.baseline) std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio", "max |Δ|");
+    std::printf(
+        "load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
+        "weights (%.0f MB)\n\n",
+        loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens",
+                "forward", "floor", "×floor", "capture", "maps only", "one map", "top ovr",
+                "(full)", "toggle", "back", "+word", "stall", "text→PNG", "peak MB");
+    if (c.options.baseline)
+        std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio",
+                    "max |Δ|");
     std::printf("\n");
 }
 
 void printBenchLegend(bool baseline) {
-    std::printf("\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
-                "forward with every diagnostic and maps on demand (what the window asks for); maps "
-                "only: the same without diagnostics and slot activations; one "
-                "map: rebuilding the last layer's head 0 (L × L); top ovr: the capture after an override "
-                "set on the top layer (with its effect), taking the layers below from the capture "
-                "before it; (full): the same from scratch; toggle: activation toggle to the "
-                "redrawn attention map and sparsity views (a variant not seen before); back: toggling "
-                "back to a variant seen moments ago (no forward pass); +word: one more word typed at the "
-                "end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest "
-                "time without turning its event loop during the toggles and typing; text→PNG: the "
-                "maps-only capture and the attention map view written to a PNG (what relulens render "
-                "--view attention does); peak MB: the process's peak resident memory so far%s.\n",
-                baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
-                           "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
-                         : "");
+    std::printf(
+        "\nforward: logits only; floor: its FLOPs at the measured multiply rate; capture: "
+        "forward with every diagnostic and maps on demand (what the window asks for); maps "
+        "only: the same without diagnostics and slot activations; one "
+        "map: rebuilding the last layer's head 0 (L × L); top ovr: the capture after an override "
+        "set on the top layer (with its effect), taking the layers below from the capture "
+        "before it; (full): the same from scratch; toggle: activation toggle to the "
+        "redrawn attention map and sparsity views (a variant not seen before); back: toggling "
+        "back to a variant seen moments ago (no forward pass); +word: one more word typed at the "
+        "end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest "
+        "time without turning its event loop during the toggles and typing; text→PNG: the "
+        "maps-only capture and the attention map view written to a PNG (what relulens render "
+        "--view attention does); peak MB: the process's peak resident memory so far%s.\n",
+        baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
+                   "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
+                 : "");
 }
 
 // The engine's figures at one size: forward against its floor, the window's capture, the
 // maps-only capture, one map, and a top-layer override with and without the layers below reused.
 core::Result<nlohmann::json> engineFigures(const BenchContext& c, const std::string& text,
-                                           const torch::Tensor& ids, std::shared_ptr<const core::MapSource>* maps) {
+                                           const torch::Tensor& ids,
+                                           std::shared_ptr<const core::MapSource>* maps) {
     const core::LanguageModel& model = *c.loaded.model;
     const auto& config = model.info();
     const auto run = config.trained;
@@ -331,8 +350,10 @@ core::Result<nlohmann::json> engineFigures(const BenchContext& c, const std::str
     std::string error;
     const double captureMs = medianMs(repeats, [&] {
         auto r = core::capture(model, c.loaded.tokenizer, text, request);
-        if (!r) error = r.error();
-        else *maps = r->maps;
+        if (!r)
+            error = r.error();
+        else
+            *maps = r->maps;
     });
     if (!error.empty()) return core::Error{error};
     const auto lighter = core::mapsOnlyRequest(run);
@@ -346,21 +367,26 @@ core::Result<nlohmann::json> engineFigures(const BenchContext& c, const std::str
     // An override set on the top layer, with the effect: from the capture of the same text
     // before it (the layers below are taken from it), and from scratch.
     std::shared_ptr<const core::CaptureMemory> memory;
-    if (auto before = core::capture(model, c.loaded.tokenizer, text, request, nullptr, nullptr, &memory); !before) {
+    if (auto before =
+            core::capture(model, c.loaded.tokenizer, text, request, nullptr, nullptr, &memory);
+        !before) {
         return core::Error{before.error()};
     }
     core::CaptureRequest changed = request;
     core::AttentionOverride top;
     top.layer = config.nLayers - 1;
-    top.spec.kind = run.attention.kind == core::AttentionKind::Softmax ? core::AttentionKind::ReluLen
-                                                                       : core::AttentionKind::Softmax;
+    top.spec.kind = run.attention.kind == core::AttentionKind::Softmax
+                        ? core::AttentionKind::ReluLen
+                        : core::AttentionKind::Softmax;
     changed.run.overrides = {top};
     changed.effect = true;
     int64_t reusedLayers = 0;
     const double topReusedMs = medianMs(repeats, [&] {
         auto r = core::capture(model, c.loaded.tokenizer, text, changed, nullptr, memory.get());
-        if (!r) error = r.error();
-        else reusedLayers = r->reusedLayers;
+        if (!r)
+            error = r.error();
+        else
+            reusedLayers = r->reusedLayers;
     });
     if (!error.empty()) return core::Error{error};
     const double topFullMs = medianMs(repeats, [&] {
@@ -368,11 +394,17 @@ core::Result<nlohmann::json> engineFigures(const BenchContext& c, const std::str
         if (!r) error = r.error();
     });
     if (!error.empty()) return core::Error{error};
-    return nlohmann::json{{"tokens", ids.size(1)}, {"forward_ms", forward}, {"forward_gflop", flops / 1e9},
-                          {"floor_ms", floor}, {"forward_over_floor", forward / floor},
-                          {"capture_ms", captureMs}, {"maps_only_capture_ms", mapsOnlyMs},
-                          {"one_map_ms", mapMs}, {"top_override_reused_ms", topReusedMs},
-                          {"top_override_reused_layers", reusedLayers}, {"top_override_full_ms", topFullMs}};
+    return nlohmann::json{{"tokens", ids.size(1)},
+                          {"forward_ms", forward},
+                          {"forward_gflop", flops / 1e9},
+                          {"floor_ms", floor},
+                          {"forward_over_floor", forward / floor},
+                          {"capture_ms", captureMs},
+                          {"maps_only_capture_ms", mapsOnlyMs},
+                          {"one_map_ms", mapMs},
+                          {"top_override_reused_ms", topReusedMs},
+                          {"top_override_reused_layers", reusedLayers},
+                          {"top_override_full_ms", topFullMs}};
 }
 
 // The window's figures at one size (toggle, toggle back, one more word, stall, text → PNG),
@@ -380,7 +412,8 @@ core::Result<nlohmann::json> engineFigures(const BenchContext& c, const std::str
 core::Status windowFigures(const BenchContext& c, const std::string& text, nlohmann::json& row) {
 #ifdef RELULENS_WITH_GUI
     if (!c.options.gui) return {};
-    auto timings = benchGui(c.argc, c.argv, c.loaded, c.options.modelFolder, text, int(c.options.repeats));
+    auto timings =
+        benchGui(c.argc, c.argv, c.loaded, c.options.modelFolder, text, int(c.options.repeats));
     if (!timings) return core::Error{timings.error()};
     row["toggle_to_redraw_ms"] = timings->toggleMs;
     row["text_to_picture_ms"] = timings->textToPictureMs;
@@ -400,8 +433,8 @@ core::Status windowFigures(const BenchContext& c, const std::string& text, nlohm
 core::Status baselineFigures(const BenchContext& c, const std::vector<core::Token>& tokens,
                              const core::MapSource& maps, nlohmann::json& row) {
     const int64_t layer = c.loaded.model->info().nLayers - 1;
-    auto b = runBaseline(c.options.python, c.options.script, c.options.modelFolder, tokens, maps, layer,
-                         int(c.options.baselineRepeats));
+    auto b = runBaseline(c.options.python, c.options.script, c.options.modelFolder, tokens, maps,
+                         layer, int(c.options.baselineRepeats));
     if (!b) return core::Error{b.error()};
     const double captureMs = row["capture_ms"].get<double>();
     const double picture = row.value("text_to_picture_ms", 0.0);
@@ -410,18 +443,19 @@ core::Status baselineFigures(const BenchContext& c, const std::vector<core::Toke
                        {"peak_rss_mb", b->peakMb},
                        {"capture_ratio", b->forwardWithMapsMs / captureMs},
                        {"max_map_difference", b->maxDifference}};
-    std::printf(" | %10.1f %6.2f %10.1f %6s %8.1e", b->forwardWithMapsMs, b->forwardWithMapsMs / captureMs,
-                b->textToPictureMs,
-                picture > 0 ? (std::to_string(b->textToPictureMs / picture).substr(0, 5)).c_str() : "–",
-                b->maxDifference);
+    std::printf(
+        " | %10.1f %6.2f %10.1f %6s %8.1e", b->forwardWithMapsMs, b->forwardWithMapsMs / captureMs,
+        b->textToPictureMs,
+        picture > 0 ? (std::to_string(b->textToPictureMs / picture).substr(0, 5)).c_str() : "–",
+        b->maxDifference);
     if (picture > 0) row["baseline"]["picture_ratio"] = b->textToPictureMs / picture;
     // Float32 sums in another order through four layers: measured 1.1e-5 apart at 1,024
     // tokens and 1.1e-4 at 8,192. This guards against gross disagreement; the maps'
     // exactness is tested at 1e-5 against independent references (test_attention_maps,
     // test_hf_model).
     if (b->maxDifference > 1e-3) {
-        return core::Error{"the baseline's map differs from ReluLens's by " + std::to_string(b->maxDifference) +
-                           " (more than 1e-3)"};
+        return core::Error{"the baseline's map differs from ReluLens's by " +
+                           std::to_string(b->maxDifference) + " (more than 1e-3)"};
     }
     return {};
 }
@@ -449,12 +483,14 @@ core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
         return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–");
     };
     const auto& r = *row;
-    std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f", n,
-                r["forward_ms"].get<double>(), r["floor_ms"].get<double>(), r["forward_over_floor"].get<double>(),
-                r["capture_ms"].get<double>(), r["maps_only_capture_ms"].get<double>(), r["one_map_ms"].get<double>(),
+    std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f",
+                n, r["forward_ms"].get<double>(), r["floor_ms"].get<double>(),
+                r["forward_over_floor"].get<double>(), r["capture_ms"].get<double>(),
+                r["maps_only_capture_ms"].get<double>(), r["one_map_ms"].get<double>(),
                 r["top_override_reused_ms"].get<double>(), r["top_override_full_ms"].get<double>(),
-                cell("toggle_to_redraw_ms").c_str(), cell("toggle_back_ms").c_str(), cell("append_word_ms").c_str(),
-                cell("gui_stall_ms").c_str(), cell("text_to_picture_ms").c_str(), peak);
+                cell("toggle_to_redraw_ms").c_str(), cell("toggle_back_ms").c_str(),
+                cell("append_word_ms").c_str(), cell("gui_stall_ms").c_str(),
+                cell("text_to_picture_ms").c_str(), peak);
     if (c.options.baseline) {
         if (auto s = baselineFigures(c, tokens, *maps, *row); !s) {
             std::printf("\n");
@@ -469,16 +505,24 @@ core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
 }  // namespace
 
 int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
-    auto args = Arguments::parse(argvRest, {{"model"}, {"file"}, {"sizes", true, true},
-                                            {"repeats"}, {"json"}, {"device"},
-                                            {"baseline", false}, {"baseline-repeats"},
-                                            {"python"}, {"no-gui", false}, {"tokenizer"},
+    auto args = Arguments::parse(argvRest, {{"model"},
+                                            {"file"},
+                                            {"sizes", true, true},
+                                            {"repeats"},
+                                            {"json"},
+                                            {"device"},
+                                            {"baseline", false},
+                                            {"baseline-repeats"},
+                                            {"python"},
+                                            {"no-gui", false},
+                                            {"tokenizer"},
                                             {"megabytes"}});
     if (!args) return fail(args.error());
     auto options = benchOptions(*args);
     if (!options) return fail(options.error());
     if (!options->tokenizer.empty()) {
-        if (auto s = benchTokenizer(options->tokenizer, options->textFile, options->megabytes); !s) {
+        if (auto s = benchTokenizer(options->tokenizer, options->textFile, options->megabytes);
+            !s) {
             return fail(s.error());
         }
         if (!options->modelAsked) return 0;  // only the tokenizer was asked for
@@ -493,7 +537,8 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     const double loadPeakMb = peakResidentMb();
     const auto& config = loaded->model->info();
     if (options->baseline && config.family != "relulens") {
-        return fail("--baseline runs ReluLens's own models only (bench/baseline.py knows their layout)");
+        return fail(
+            "--baseline runs ReluLens's own models only (bench/baseline.py knows their layout)");
     }
     BenchContext context{*options, *loaded, *device, readFile(options->textFile), 0, argc, argv};
     if (context.source.empty()) return fail(options->textFile + ": cannot read the benchmark text");
@@ -517,18 +562,20 @@ int benchCommand(int argc, char** argv, const std::vector<std::string>& argvRest
     if (options->gui) endBenchGui();
 #endif
     if (!options->json.empty()) {
-        const auto json = nlohmann::json{{"model", options->modelFolder},
-                                         {"family", config.family},
-                                         {"parameters", config.parameters},
-                                         {"load_ms", loadMs},
-                                         {"load_peak_rss_mb", loadPeakMb},
-                                         {"weights_f32_mb", double(config.parameters) * 4.0 / 1048576.0},
-                                         {"device", device->str()},
-                                         {"report", core::deviceReport()},
-                                         {"matmul_gflops", context.rate},
-                                         {"repeats", options->repeats},
-                                         {"sizes", rows}};
-        if (auto s = core::writeTextAtomically(options->json, json.dump(2) + "\n"); !s) return fail(s.error());
+        const auto json =
+            nlohmann::json{{"model", options->modelFolder},
+                           {"family", config.family},
+                           {"parameters", config.parameters},
+                           {"load_ms", loadMs},
+                           {"load_peak_rss_mb", loadPeakMb},
+                           {"weights_f32_mb", double(config.parameters) * 4.0 / 1048576.0},
+                           {"device", device->str()},
+                           {"report", core::deviceReport()},
+                           {"matmul_gflops", context.rate},
+                           {"repeats", options->repeats},
+                           {"sizes", rows}};
+        if (auto s = core::writeTextAtomically(options->json, json.dump(2) + "\n"); !s)
+            return fail(s.error());
     }
     return 0;
 }

@@ -1,7 +1,6 @@
 // The window's part of `relulens bench`: an activation toggle through the real state, worker
 // thread and widgets until the attention map and sparsity views are redrawn (offscreen), and
 // text → capture → attention map view written to a PNG, as `relulens render` does it.
-#include <functional>
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -9,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <algorithm>
+#include <functional>
 #include <memory>
 
 #include "app/gui.h"
@@ -75,7 +75,8 @@ Bench& bench(int argc, char** argv) {
         b.sparsity = std::make_unique<ui::SparsityView>(b.state.get());
         b.pictureState = std::make_unique<ui::AppState>();
         b.picture = std::make_unique<ui::AttentionMapView>(b.pictureState.get());
-        for (QWidget* w : std::initializer_list<QWidget*>{b.map.get(), b.sparsity.get(), b.picture.get()}) {
+        for (QWidget* w :
+             std::initializer_list<QWidget*>{b.map.get(), b.sparsity.get(), b.picture.get()}) {
             showOffscreen(w);
         }
     }
@@ -105,7 +106,8 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
         b.pictureState->setModelFolder(b.folder);
     }
     b.state->setText(QString::fromStdString(text));
-    if (!waitFor(b.state.get(), SIGNAL(resultChanged()))) return core::Error{"no result within 5 minutes"};
+    if (!waitFor(b.state.get(), SIGNAL(resultChanged())))
+        return core::Error{"no result within 5 minutes"};
     if (!waitUntilIdle(*b.inference)) return core::Error{"the worker did not finish"};
     QApplication::processEvents();
 
@@ -114,7 +116,9 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     auto redrawAfter = [&](const std::function<void()>& change) -> core::Result<double> {
         int pending = 2;
         QEventLoop loop;
-        auto done = [&] { if (--pending == 0) loop.quit(); };
+        auto done = [&] {
+            if (--pending == 0) loop.quit();
+        };
         auto c1 = QObject::connect(b.map->plot(), &QCustomPlot::afterReplot, &loop, done);
         auto c2 = QObject::connect(b.sparsity->findChild<QCustomPlot*>(), &QCustomPlot::afterReplot,
                                    &loop, done);

@@ -26,14 +26,17 @@ core::LoadOptions terminalLoadOptions(const std::string& device) {
     auto state = std::make_shared<Progress>();
     const bool terminal = isatty(fileno(stderr)) != 0;
     options.progress = [state, terminal](double fraction, const std::string&) {
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                             state->started).count();
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - state->started)
+                .count();
         if (seconds < 0.5 && state->shown < 0) return;  // quick loads print nothing
         const int percent = int(fraction * 100.0);
         const int step = terminal ? 1 : 10;
         if (percent / step == state->shown / step && percent < 100) return;
         state->shown = percent;
-        std::fprintf(stderr, terminal ? "\rloading the model: %3d %% (%.0f s)" : "loading the model: %d %% (%.0f s)\n",
+        std::fprintf(stderr,
+                     terminal ? "\rloading the model: %3d %% (%.0f s)"
+                              : "loading the model: %d %% (%.0f s)\n",
                      percent, seconds);
         if (terminal && percent >= 100) std::fputc('\n', stderr);
         std::fflush(stderr);

@@ -25,14 +25,16 @@ namespace {
 QtMessageHandler previousHandler = nullptr;
 }  // namespace
 
-std::string qtVersionLine() { return std::string("Qt ") + qVersion(); }
+std::string qtVersionLine() {
+    return std::string("Qt ") + qVersion();
+}
 
 void installMessageFilter() {
-    previousHandler = qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& context,
-                                                const QString& message) {
-        if (message.contains("does not support propagateSizeHints")) return;
-        if (previousHandler) previousHandler(type, context, message);
-    });
+    previousHandler = qInstallMessageHandler(
+        [](QtMsgType type, const QMessageLogContext& context, const QString& message) {
+            if (message.contains("does not support propagateSizeHints")) return;
+            if (previousHandler) previousHandler(type, context, message);
+        });
 }
 
 namespace {
@@ -55,9 +57,9 @@ QString defaultModel(const QVector<ui::ModelEntry>& catalog) {
     return catalog.isEmpty() ? QString() : catalog.front().folder;
 }
 
-
 bool hasDisplay() {
-    return !qEnvironmentVariableIsEmpty("DISPLAY") || !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
+    return !qEnvironmentVariableIsEmpty("DISPLAY") ||
+           !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
            !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
 }
 
@@ -76,9 +78,11 @@ int runGui(int argc, char** argv) {
     state.setCatalog(ui::ModelCatalog::scanDefault());
     const QString model = defaultModel(state.catalog());
     if (model.isEmpty()) {
-        std::fprintf(stderr, "relulens: no models found in %s; open a model folder with "
-                             "relulens inspect --model DIR, or rebuild them with scripts/train_default_models\n",
-                     qPrintable(ui::ResourcePaths::modelDirs().join(", ")));
+        std::fprintf(
+            stderr,
+            "relulens: no models found in %s; open a model folder with "
+            "relulens inspect --model DIR, or rebuild them with scripts/train_default_models\n",
+            qPrintable(ui::ResourcePaths::modelDirs().join(", ")));
         if (!display) return 1;
     }
     if (!display) {
@@ -89,13 +93,15 @@ int runGui(int argc, char** argv) {
         const QString dir = QDir::current().absoluteFilePath("relulens-views");
         QDir().mkpath(dir);
         std::printf("No display found: rendering the main views to PNG files instead.\n");
-        auto drawn = renderScene(scene, ui::viewNames(), [&](const QString& view) { return dir + "/" + view + ".png"; },
-                                 Frame{1100, 850, 1.0});
+        auto drawn = renderScene(
+            scene, ui::viewNames(), [&](const QString& view) { return dir + "/" + view + ".png"; },
+            Frame{1100, 850, 1.0});
         if (!drawn) {
             std::fprintf(stderr, "relulens: %s\n", drawn.error().c_str());
             return 1;
         }
-        for (const QString& name : ui::viewNames()) std::printf("  %s\n", qPrintable(dir + "/" + name + ".png"));
+        for (const QString& name : ui::viewNames())
+            std::printf("  %s\n", qPrintable(dir + "/" + name + ".png"));
         return 0;
     }
     const QString savedText = Settings::string(Settings::Key::Text);

@@ -42,9 +42,12 @@ core::Result<std::vector<core::HeadRef>> parseMaps(const std::string& text) {
 std::string visible(const std::string& piece) {
     std::string out;
     for (char c : piece) {
-        if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else out += c;
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else
+            out += c;
     }
     return out;
 }
@@ -53,12 +56,12 @@ void printSummary(const core::CaptureResult& r) {
     const auto& m = r.model;
     std::string kv;
     if (m.nKvHeads != m.nHeads) kv = " (" + std::to_string(m.nKvHeads) + " kv heads)";
-    std::printf("model    %s (%s): %lld layers × %lld heads%s, d_model %lld, d_ff %lld%s, vocab %lld, "
-                "trained with attention %s, FFN %s\n",
-                m.name.c_str(), m.family.c_str(), (long long)m.nLayers, (long long)m.nHeads,
-                kv.c_str(), (long long)m.dModel, (long long)m.dFf, m.gatedFfn ? " (gated)" : "",
-                (long long)m.vocabSize, m.trained.attention.label().c_str(),
-                core::ffnKindName(m.trained.ffn).c_str());
+    std::printf(
+        "model    %s (%s): %lld layers × %lld heads%s, d_model %lld, d_ff %lld%s, vocab %lld, "
+        "trained with attention %s, FFN %s\n",
+        m.name.c_str(), m.family.c_str(), (long long)m.nLayers, (long long)m.nHeads, kv.c_str(),
+        (long long)m.dModel, (long long)m.dFf, m.gatedFfn ? " (gated)" : "", (long long)m.vocabSize,
+        m.trained.attention.label().c_str(), core::ffnKindName(m.trained.ffn).c_str());
     for (const auto& o : r.run.overrides) std::printf("override %s\n", o.label().c_str());
     std::printf("run      attention %s, FFN %s on %s (%s)\n", r.run.attention.label().c_str(),
                 core::ffnKindName(r.run.ffn).c_str(), r.device.c_str(),
@@ -72,8 +75,10 @@ void printSummary(const core::CaptureResult& r) {
     const auto rule = core::attentionSparsityRule(r.run, m.nLayers, m.nHeads, r.tauScale);
     std::printf("sparsity share of visible attention weights %s\n",
                 core::sparsityRuleText(rule, "n_i", true).c_str());
-    std::printf("first    the first token's share of each row with mass; sink: sink score "
-                "(mean weight on the first token) > %g\n", r.sinkThreshold);
+    std::printf(
+        "first    the first token's share of each row with mass; sink: sink score "
+        "(mean weight on the first token) > %g\n",
+        r.sinkThreshold);
     std::printf("%-6s %-5s %9s %9s %9s %9s %9s\n", "layer", "head", "sparsity", "entropy",
                 "row mass", "top-1", "first");
     int64_t sinkHeads = 0, heads = 0;
@@ -98,9 +103,11 @@ void printSummary(const core::CaptureResult& r) {
         const auto& res = r.layers[l].residual;
         if (res.largest.empty()) continue;
         const auto& top = res.largest[0];
-        std::printf("residual layer %zu in: largest |h| %.3g (token %lld, dim %lld) = %.1f × median "
-                    "%.3g, kurtosis %.1f\n", l, std::abs(top.value), (long long)top.token,
-                    (long long)top.dimension, res.largestOverMedian(), res.medianAbs, res.kurtosis);
+        std::printf(
+            "residual layer %zu in: largest |h| %.3g (token %lld, dim %lld) = %.1f × median "
+            "%.3g, kurtosis %.1f\n",
+            l, std::abs(top.value), (long long)top.token, (long long)top.dimension,
+            res.largestOverMedian(), res.medianAbs, res.kurtosis);
     }
     if (!r.predictions.empty()) {
         std::printf("next     after '%s':", visible(r.tokens.back().piece).c_str());
@@ -115,18 +122,21 @@ void printSummary(const core::CaptureResult& r) {
         for (size_t i = 1; i < e.kl.size(); ++i) {
             if (e.kl[i] > e.kl[most]) most = i;
         }
-        std::printf("effect   text loss %.4f without the overrides, %.4f with them (%+.4f nats); largest "
-                    "change predicting token %zu '%s': KL %.4f, log p %+.4f\n",
-                    e.unchangedLoss, e.loss, e.loss - e.unchangedLoss, most + 1,
-                    visible(r.tokens[most + 1].piece).c_str(), e.kl[most], e.deltaLogProb[most]);
+        std::printf(
+            "effect   text loss %.4f without the overrides, %.4f with them (%+.4f nats); largest "
+            "change predicting token %zu '%s': KL %.4f, log p %+.4f\n",
+            e.unchangedLoss, e.loss, e.loss - e.unchangedLoss, most + 1,
+            visible(r.tokens[most + 1].piece).c_str(), e.kl[most], e.deltaLogProb[most]);
     }
     if (r.lens) {
         for (const auto& at : r.lens->top) {
             std::printf("lens     after '%s' (token %lld), layer by layer:\n",
-                        visible(r.tokens[size_t(at.position)].piece).c_str(), (long long)at.position);
+                        visible(r.tokens[size_t(at.position)].piece).c_str(),
+                        (long long)at.position);
             for (size_t l = 0; l < at.layers.size(); ++l) {
                 std::printf("         layer %zu:", l);
-                for (const auto& p : at.layers[l]) std::printf(" %s %.3f", visible(p.piece).c_str(), p.probability);
+                for (const auto& p : at.layers[l])
+                    std::printf(" %s %.3f", visible(p.piece).c_str(), p.probability);
                 std::printf("\n");
             }
         }
@@ -137,10 +147,24 @@ void printSummary(const core::CaptureResult& r) {
 }  // namespace
 
 int inspectCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"model"}, {"text"}, {"file"}, {"attention"}, {"h"},
-                                        {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"}, {"ffn"}, {"device"}, {"json"}, {"maps"},
-                                        {"top-k"}, {"tau"}, {"sink-threshold"}, {"all-maps", false},
-                                        {"override", true, true}, {"ablate", true, true},
+    auto args = Arguments::parse(argv, {{"model"},
+                                        {"text"},
+                                        {"file"},
+                                        {"attention"},
+                                        {"h"},
+                                        {"a"},
+                                        {"sigmoid-bias"},
+                                        {"ssmax-sigma"},
+                                        {"ffn"},
+                                        {"device"},
+                                        {"json"},
+                                        {"maps"},
+                                        {"top-k"},
+                                        {"tau"},
+                                        {"sink-threshold"},
+                                        {"all-maps", false},
+                                        {"override", true, true},
+                                        {"ablate", true, true},
                                         {"lens-at", true, true}});
     if (!args) return fail(args.error());
     if (!args->has("model")) return fail("inspect needs --model DIR");
@@ -178,7 +202,9 @@ int inspectCommand(const std::vector<std::string>& argv) {
         for (const auto& text : args->values("lens-at")) {
             char* end = nullptr;
             const long long p = std::strtoll(text.c_str(), &end, 10);
-            if (text.empty() || *end != '\0') return fail("--lens-at expects token positions (0, 1, …; -1 for the last), got '" + text + "'");
+            if (text.empty() || *end != '\0')
+                return fail("--lens-at expects token positions (0, 1, …; -1 for the last), got '" +
+                            text + "'");
             request.lensPositions.push_back(p);
         }
     }
@@ -189,7 +215,8 @@ int inspectCommand(const std::vector<std::string>& argv) {
     printSummary(*result);
     if (args->has("json")) {
         const std::string path = args->value("json");
-        if (auto s = core::writeTextAtomically(path, core::captureToJson(*result).dump() + "\n"); !s) {
+        if (auto s = core::writeTextAtomically(path, core::captureToJson(*result).dump() + "\n");
+            !s) {
             return fail(s.error());
         }
         std::printf("json     written to %s\n", path.c_str());

@@ -14,7 +14,8 @@
 
 namespace {
 
-const char* kHelp = R"(ReluLens — see inside a transformer and switch its attention from softmax to ReLU.
+const char* kHelp =
+    R"(ReluLens — see inside a transformer and switch its attention from softmax to ReLU.
 
 usage: relulens                     open the desktop window (with no display: render the
                                     main views to PNG files in ./relulens-views)
@@ -114,11 +115,13 @@ std::string commandHelp(const std::string& command) {
         end = text.find('\n', end);
         if (end == std::string::npos || end + 3 > text.size()) break;
         // a line "  name" (two spaces, then a letter or "--") starts the next command
-        const bool next = text.compare(end + 1, 2, "  ") == 0 && text[end + 3] != ' ' && text[end + 3] != '\n';
+        const bool next =
+            text.compare(end + 1, 2, "  ") == 0 && text[end + 3] != ' ' && text[end + 3] != '\n';
         if (next || text[end + 1] == '\n') break;
         ++end;
     }
-    return "usage: relulens " + text.substr(at + 2, (end == std::string::npos ? text.size() : end) - at - 2) + "\n";
+    return "usage: relulens " +
+           text.substr(at + 2, (end == std::string::npos ? text.size() : end) - at - 2) + "\n";
 }
 
 }  // namespace
@@ -136,19 +139,22 @@ int main(int argc, char** argv) {
     if (args[0] == "--version") {
         relulens::core::configureThreads();
         std::printf("relulens %s\n", RELULENS_VERSION);
-        std::printf("licence: %s (the components' licences below; the full text in LICENSE, "
-                    "or /usr/share/doc/relulens/copyright when installed)\n", relulens::core::kLicence);
+        std::printf(
+            "licence: %s (the components' licences below; the full text in LICENSE, "
+            "or /usr/share/doc/relulens/copyright when installed)\n",
+            relulens::core::kLicence);
         std::printf("%s\n", relulens::core::deviceReport().c_str());
 #ifdef RELULENS_WITH_GUI
         std::printf("%s\n", relulens::app::qtVersionLine().c_str());
 #endif
         const std::string reason = relulens::core::cudaUnavailableReason();
         std::printf("device: %s\n", reason.empty() ? "cuda:0 (CUDA is used when --device is auto)"
-                                                    : ("cpu; CUDA is not used: " + reason).c_str());
+                                                   : ("cpu; CUDA is not used: " + reason).c_str());
         auto module = relulens::core::Tokenizer::modulePath();
         std::printf("tokenizer module: %s\n", module ? module->c_str() : module.error().c_str());
         for (const auto& c : relulens::core::components()) {
-            std::printf("component: %s, %s; %s\n", c.name.c_str(), c.licence.c_str(), c.role.c_str());
+            std::printf("component: %s, %s; %s\n", c.name.c_str(), c.licence.c_str(),
+                        c.role.c_str());
         }
         return 0;
     }

@@ -12,8 +12,8 @@ namespace relulens::app {
 namespace fs = std::filesystem;
 
 int trainTokenizerCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"corpus", true, true}, {"vocab"}, {"out"},
-                                        {"model-type"}, {"force", false}});
+    auto args = Arguments::parse(
+        argv, {{"corpus", true, true}, {"vocab"}, {"out"}, {"model-type"}, {"force", false}});
     if (!args) return fail(args.error());
     if (!args->has("corpus") || !args->has("out")) {
         return fail("train-tokenizer needs --corpus FILE... and --out FILE");
@@ -21,7 +21,8 @@ int trainTokenizerCommand(const std::vector<std::string>& argv) {
     auto vocab = args->integer("vocab", 4096);
     if (!vocab) return fail(vocab.error());
     if (*vocab < 300 || *vocab > 200000) {
-        return fail("--vocab must be between 300 and 200000 (byte fallback alone needs 259 pieces)");
+        return fail(
+            "--vocab must be between 300 and 200000 (byte fallback alone needs 259 pieces)");
     }
     core::TokenizerTrainOptions options;
     options.inputs = args->values("corpus");
@@ -44,10 +45,25 @@ int trainTokenizerCommand(const std::vector<std::string>& argv) {
 }
 
 int initModelCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(
-        argv, {{"tokenizer"}, {"out"}, {"layers"}, {"heads"}, {"d-model"}, {"d-ff"}, {"context"},
-               {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"}, {"ffn"}, {"seed"}, {"dtype"}, {"name"},
-               {"init-std"}, {"perturb-all", false}, {"force", false}});
+    auto args = Arguments::parse(argv, {{"tokenizer"},
+                                        {"out"},
+                                        {"layers"},
+                                        {"heads"},
+                                        {"d-model"},
+                                        {"d-ff"},
+                                        {"context"},
+                                        {"attention"},
+                                        {"h"},
+                                        {"a"},
+                                        {"sigmoid-bias"},
+                                        {"ssmax-sigma"},
+                                        {"ffn"},
+                                        {"seed"},
+                                        {"dtype"},
+                                        {"name"},
+                                        {"init-std"},
+                                        {"perturb-all", false},
+                                        {"force", false}});
     if (!args) return fail(args.error());
     if (!args->has("tokenizer") || !args->has("out")) {
         return fail("init-model needs --tokenizer FILE and --out DIR");
@@ -86,8 +102,8 @@ int initModelCommand(const std::vector<std::string>& argv) {
     auto initStd = args->number("init-std", 0.02);
     if (!initStd) return fail(initStd.error());
     if (!(*initStd > 0) || *initStd > 10) return fail("--init-std must be in (0, 10]");
-    auto model = core::Transformer::initialise(config, uint64_t(*seed), *initStd,
-                                               args->has("perturb-all"));
+    auto model =
+        core::Transformer::initialise(config, uint64_t(*seed), *initStd, args->has("perturb-all"));
     if (auto s = core::saveModelFolder(out, model, args->value("tokenizer"), *storage); !s) {
         return fail(s.error());
     }
@@ -97,10 +113,12 @@ int initModelCommand(const std::vector<std::string>& argv) {
 }
 
 int importLlama2cCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"model"}, {"tokenizer"}, {"out"}, {"dtype"}, {"force", false}});
+    auto args =
+        Arguments::parse(argv, {{"model"}, {"tokenizer"}, {"out"}, {"dtype"}, {"force", false}});
     if (!args) return fail(args.error());
     if (!args->has("model") || !args->has("tokenizer") || !args->has("out")) {
-        return fail("import-llama2c needs --model FILE.bin, --tokenizer tokenizer.model and --out DIR");
+        return fail(
+            "import-llama2c needs --model FILE.bin, --tokenizer tokenizer.model and --out DIR");
     }
     core::Llama2cImport request;
     request.model = args->value("model");
@@ -112,11 +130,12 @@ int importLlama2cCommand(const std::vector<std::string>& argv) {
     request.storage = *storage;
     auto s = core::importLlama2c(request);
     if (!s) return fail(s.error());
-    std::printf("llama2.c v%d model (dim %lld, %lld layers, %lld heads / %lld kv heads, vocab %lld, "
-                "%s classifier) written to %s as a Hugging Face llama folder\n",
-                s->version, (long long)s->dim, (long long)s->layers, (long long)s->heads,
-                (long long)s->kvHeads, (long long)s->vocab, s->tied ? "shared" : "separate",
-                request.out.c_str());
+    std::printf(
+        "llama2.c v%d model (dim %lld, %lld layers, %lld heads / %lld kv heads, vocab %lld, "
+        "%s classifier) written to %s as a Hugging Face llama folder\n",
+        s->version, (long long)s->dim, (long long)s->layers, (long long)s->heads,
+        (long long)s->kvHeads, (long long)s->vocab, s->tied ? "shared" : "separate",
+        request.out.c_str());
     return 0;
 }
 

@@ -38,13 +38,17 @@ core::Result<Frame> frameFromArguments(const Arguments& args) {
 
 // relulens render --scene FILE | --lesson FILE --out DIR ...
 int renderSavedScenes(int argc, char** argv, const Arguments& args) {
-    if (args.has("scene") == args.has("lesson")) return fail("render takes one of --scene FILE and --lesson FILE");
+    if (args.has("scene") == args.has("lesson"))
+        return fail("render takes one of --scene FILE and --lesson FILE");
     if (!args.has("out")) return fail("render --scene/--lesson needs --out DIR");
     if (args.has("model") || args.has("text") || args.has("file")) {
-        return fail("--model, --text and --file come from the scene; leave them out with --scene or --lesson");
+        return fail(
+            "--model, --text and --file come from the scene; leave them out with --scene or "
+            "--lesson");
     }
     const std::string format = args.value("format", "png");
-    if (format != "png" && format != "svg" && format != "pdf") return fail("--format must be png, svg or pdf");
+    if (format != "png" && format != "svg" && format != "pdf")
+        return fail("--format must be png, svg or pdf");
     auto frame = frameFromArguments(args);
     if (!frame) return fail(frame.error());
     const QString viewOption = QString::fromStdString(args.value("view"));
@@ -82,15 +86,21 @@ int renderSavedScenes(int argc, char** argv, const Arguments& args) {
             views = ui::viewNames();
         } else {
             const QString own = QString::fromStdString(scenes[i].view);
-            views << (!viewOption.isEmpty() ? viewOption : ui::viewNames().contains(own) ? own : "attention");
+            views << (!viewOption.isEmpty()           ? viewOption
+                      : ui::viewNames().contains(own) ? own
+                                                      : "attention");
         }
         viewsOf.push_back(views);
-        for (const auto& v : views) targets << out + "/" + prefixes[int(i)] + "-" + v + "." + QString::fromStdString(format);
-        if (lesson || !scenes[i].caption.empty()) targets << out + "/" + prefixes[int(i)] + "-caption.txt";
+        for (const auto& v : views)
+            targets << out + "/" + prefixes[int(i)] + "-" + v + "." +
+                           QString::fromStdString(format);
+        if (lesson || !scenes[i].caption.empty())
+            targets << out + "/" + prefixes[int(i)] + "-caption.txt";
     }
     if (!args.has("force")) {
         for (const auto& t : targets) {
-            if (QFileInfo::exists(t)) return fail(t.toStdString() + " exists; add --force to replace the files");
+            if (QFileInfo::exists(t))
+                return fail(t.toStdString() + " exists; add --force to replace the files");
         }
     }
     if (!QDir().mkpath(out)) return fail(out.toStdString() + ": cannot create the folder");
@@ -98,14 +108,21 @@ int renderSavedScenes(int argc, char** argv, const Arguments& args) {
     QApplication app(argc, argv);
     for (size_t i = 0; i < scenes.size(); ++i) {
         const QString prefix = out + "/" + prefixes[int(i)];
-        auto drawn = renderScene(scenes[i], viewsOf[i],
-                                 [&](const QString& v) { return prefix + "-" + v + "." + QString::fromStdString(format); },
-                                 *frame);
-        if (!drawn) return fail((lesson ? "step " + std::to_string(i + 1) + ": " : std::string()) + drawn.error());
-        for (const auto& v : viewsOf[i]) std::printf("%s-%s.%s\n", qPrintable(prefix), qPrintable(v), format.c_str());
+        auto drawn = renderScene(
+            scenes[i], viewsOf[i],
+            [&](const QString& v) {
+                return prefix + "-" + v + "." + QString::fromStdString(format);
+            },
+            *frame);
+        if (!drawn)
+            return fail((lesson ? "step " + std::to_string(i + 1) + ": " : std::string()) +
+                        drawn.error());
+        for (const auto& v : viewsOf[i])
+            std::printf("%s-%s.%s\n", qPrintable(prefix), qPrintable(v), format.c_str());
         if (lesson || !scenes[i].caption.empty()) {
             const std::string captionPath = (prefix + "-caption.txt").toStdString();
-            if (auto s = core::writeTextAtomically(captionPath, scenes[i].caption + "\n"); !s) return fail(s.error());
+            if (auto s = core::writeTextAtomically(captionPath, scenes[i].caption + "\n"); !s)
+                return fail(s.error());
             std::printf("%s\n", captionPath.c_str());
         }
     }
@@ -115,23 +132,44 @@ int renderSavedScenes(int argc, char** argv, const Arguments& args) {
 }  // namespace
 
 int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRest) {
-    auto args = Arguments::parse(argvRest, {{"model"}, {"text"}, {"file"}, {"view"}, {"layer"},
-                                            {"head"}, {"query"}, {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"},
-                                            {"ffn"}, {"override", true, true}, {"ablate", true, true},
-                                            {"tau"}, {"width"}, {"height"}, {"scale"},
-                                            {"out"}, {"log", false}, {"force", false},
-                                            {"scene"}, {"lesson"}, {"format"}});
+    auto args = Arguments::parse(argvRest, {{"model"},
+                                            {"text"},
+                                            {"file"},
+                                            {"view"},
+                                            {"layer"},
+                                            {"head"},
+                                            {"query"},
+                                            {"attention"},
+                                            {"h"},
+                                            {"a"},
+                                            {"sigmoid-bias"},
+                                            {"ssmax-sigma"},
+                                            {"ffn"},
+                                            {"override", true, true},
+                                            {"ablate", true, true},
+                                            {"tau"},
+                                            {"width"},
+                                            {"height"},
+                                            {"scale"},
+                                            {"out"},
+                                            {"log", false},
+                                            {"force", false},
+                                            {"scene"},
+                                            {"lesson"},
+                                            {"format"}});
     if (!args) return fail(args.error());
     if (args->has("scene") || args->has("lesson")) return renderSavedScenes(argc, argv, *args);
     if (!args->has("model") || !args->has("view") || !args->has("out")) {
-        return fail("render needs --model DIR, --view NAME and --out FILE (or --scene/--lesson FILE --out DIR)");
+        return fail(
+            "render needs --model DIR, --view NAME and --out FILE (or --scene/--lesson FILE --out "
+            "DIR)");
     }
     auto text = textFromArguments(*args);
     if (!text) return fail(text.error());
     const QString viewName = QString::fromStdString(args->value("view"));
     if (!ui::viewNames().contains(viewName)) {
-        return fail("unknown view '" + viewName.toStdString() + "' (views: " +
-                    ui::viewNames().join(", ").toStdString() + ")");
+        return fail("unknown view '" + viewName.toStdString() +
+                    "' (views: " + ui::viewNames().join(", ").toStdString() + ")");
     }
     const QString out = QString::fromStdString(args->value("out"));
     const QString suffix = QFileInfo(out).suffix().toLower();
@@ -168,7 +206,8 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     } else {
         auto head = args->integer("head", 0);
         if (!head || *head < 0 || *head >= config->nHeads) {
-            return fail("--head must be 'mean' or between 0 and " + std::to_string(config->nHeads - 1));
+            return fail("--head must be 'mean' or between 0 and " +
+                        std::to_string(config->nHeads - 1));
         }
         scene.head = int(*head);
     }
@@ -179,10 +218,12 @@ int renderCommand(int argc, char** argv, const std::vector<std::string>& argvRes
     }
     startOffscreen();
     QApplication app(argc, argv);
-    auto drawn = renderScene(scene, {viewName}, [&](const QString&) { return out; }, *frame,
-                             /*strict=*/true);
+    auto drawn = renderScene(
+        scene, {viewName}, [&](const QString&) { return out; }, *frame,
+        /*strict=*/true);
     if (!drawn) return fail(drawn.error());
-    std::printf("%s: %s view of %s (%s)\n", qPrintable(out), qPrintable(viewName), model.c_str(), qPrintable(*drawn));
+    std::printf("%s: %s view of %s (%s)\n", qPrintable(out), qPrintable(viewName), model.c_str(),
+                qPrintable(*drawn));
     return 0;
 }
 

@@ -17,20 +17,22 @@
 namespace relulens::app {
 
 core::Result<QString> renderScene(const core::Scene& scene, const QStringList& views,
-                                  const std::function<QString(const QString&)>& pathFor, const Frame& frame,
-                                  bool strict) {
+                                  const std::function<QString(const QString&)>& pathFor,
+                                  const Frame& frame, bool strict) {
     ui::AppState state;
     state.setCatalog(ui::ModelCatalog::scanDefault());
     QString problem;
-    if (ui::sceneModelFolder(scene, state, &problem).isEmpty()) return core::Error{problem.toStdString()};
+    if (ui::sceneModelFolder(scene, state, &problem).isEmpty())
+        return core::Error{problem.toStdString()};
     const QStringList notes = ui::applySceneInputs(scene, state);
     for (const auto& note : notes) std::fprintf(stderr, "relulens: note: %s\n", qPrintable(note));
     state.setLensWanted(views.contains("lens"));
     ui::InferenceRequest request{1, state.effectiveFolder(), state.text().toStdString(),
                                  ui::InferenceController::captureRequestFor(state),
                                  ui::InferenceController::comparisonRequestFor(state)};
-    const bool mapsOnly = std::all_of(views.begin(), views.end(),
-                                      [](const QString& v) { return v == "attention" || v == "heads"; });
+    const bool mapsOnly = std::all_of(views.begin(), views.end(), [](const QString& v) {
+        return v == "attention" || v == "heads";
+    });
     if (mapsOnly) {
         // these views draw maps only: no diagnostics, slot activations or comparison
         request.capture = core::mapsOnlyRequest(state.run());
@@ -45,7 +47,8 @@ core::Result<QString> renderScene(const core::Scene& scene, const QStringList& v
     const int64_t tokens = int64_t(response.result->tokens.size());
     if (scene.query >= tokens) {
         const std::string message = "the selected token " + std::to_string(scene.query) +
-                                    " is past the text's last token (" + std::to_string(tokens - 1) + ")";
+                                    " is past the text's last token (" +
+                                    std::to_string(tokens - 1) + ")";
         if (strict) return core::Error{"--query: " + message};
         std::fprintf(stderr, "relulens: note: %s; the last token is selected\n", message.c_str());
     }
@@ -56,10 +59,12 @@ core::Result<QString> renderScene(const core::Scene& scene, const QStringList& v
         view->setAttribute(Qt::WA_DontShowOnScreen);
         view->show();
         QApplication::processEvents();
-        if (auto* map = qobject_cast<ui::AttentionMapView*>(view.get())) ui::applySceneMap(scene, *map);
+        if (auto* map = qobject_cast<ui::AttentionMapView*>(view.get()))
+            ui::applySceneMap(scene, *map);
         view->refresh();
         QString error;
-        if (!view->exportTo(pathFor(name), frame.scale, &error)) return core::Error{error.toStdString()};
+        if (!view->exportTo(pathFor(name), frame.scale, &error))
+            return core::Error{error.toStdString()};
     }
     return state.provenance();
 }

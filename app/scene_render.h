@@ -20,8 +20,8 @@ struct Frame {
 // Returns the run's provenance ("attention softmax, FFN relu — as trained"). A selected token
 // past the text is an error when strict, else a note and the last token.
 core::Result<QString> renderScene(const core::Scene& scene, const QStringList& views,
-                                  const std::function<QString(const QString&)>& pathFor, const Frame& frame,
-                                  bool strict = false);
+                                  const std::function<QString(const QString&)>& pathFor,
+                                  const Frame& frame, bool strict = false);
 // Qt's offscreen platform, unless another was chosen.
 void startOffscreen();
 

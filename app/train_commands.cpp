@@ -10,12 +10,12 @@
 
 #include "app/commands.h"
 #include "core/atomic_file.h"
+#include "core/capture.h"
+#include "core/capture_json.h"
 #include "core/checkpoint.h"
 #include "core/corpus.h"
 #include "core/device.h"
 #include "core/evaluation.h"
-#include "core/capture.h"
-#include "core/capture_json.h"
 #include "core/trainer.h"
 
 namespace relulens::app {
@@ -24,26 +24,32 @@ namespace {
 
 std::atomic<bool> stopRequested{false};
 
-void onInterrupt(int) { stopRequested.store(true); }
+void onInterrupt(int) {
+    stopRequested.store(true);
+}
 
 std::string duration(double seconds) {
     char buffer[32];
     const long s = long(seconds);
-    if (s >= 3600) std::snprintf(buffer, sizeof buffer, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-    else std::snprintf(buffer, sizeof buffer, "%ldm%02lds", s / 60, s % 60);
+    if (s >= 3600)
+        std::snprintf(buffer, sizeof buffer, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+    else
+        std::snprintf(buffer, sizeof buffer, "%ldm%02lds", s / 60, s % 60);
     return buffer;
 }
 
 void printProgress(const core::TrainProgress& p, bool terminal, int64_t every) {
-    const bool report = p.validationLoss >= 0 || p.checkpointed || p.step % every == 0 || p.step == 1;
+    const bool report =
+        p.validationLoss >= 0 || p.checkpointed || p.step % every == 0 || p.step == 1;
     if (!terminal && !report) return;
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "step %lld/%lld  loss %.4f%s  lr %.2e  %.0f tok/s  elapsed %s  left %s",
-                  (long long)p.step, (long long)p.steps, p.trainLoss,
-                  p.regulariser > 0 ? (" (+reg " + std::to_string(p.regulariser).substr(0, 6) + ")").c_str() : "",
-                  p.lr, p.tokensPerSecond, duration(p.elapsedSeconds).c_str(),
-                  duration(p.secondsLeft).c_str());
+    std::snprintf(
+        line, sizeof line, "step %lld/%lld  loss %.4f%s  lr %.2e  %.0f tok/s  elapsed %s  left %s",
+        (long long)p.step, (long long)p.steps, p.trainLoss,
+        p.regulariser > 0 ? (" (+reg " + std::to_string(p.regulariser).substr(0, 6) + ")").c_str()
+                          : "",
+        p.lr, p.tokensPerSecond, duration(p.elapsedSeconds).c_str(),
+        duration(p.secondsLeft).c_str());
     if (terminal) {
         std::printf("\r\033[K%s", line);
         if (p.validationLoss >= 0 || p.checkpointed) {
@@ -63,12 +69,34 @@ void printProgress(const core::TrainProgress& p, bool terminal, int64_t every) {
 }  // namespace
 
 int trainCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(
-        argv, {{"corpus", true, true}, {"tokenizer"}, {"out"}, {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"},
-               {"ffn"}, {"layers"}, {"heads"}, {"d-model"}, {"d-ff"}, {"context"}, {"steps"},
-               {"batch"}, {"lr"}, {"warmup"}, {"seed"}, {"eval-every"}, {"eval-batches"},
-               {"checkpoint-every"}, {"lambda"}, {"dtype"}, {"name"}, {"validation"},
-               {"resume", false}, {"force", false}});
+    auto args = Arguments::parse(argv, {{"corpus", true, true},
+                                        {"tokenizer"},
+                                        {"out"},
+                                        {"attention"},
+                                        {"h"},
+                                        {"a"},
+                                        {"sigmoid-bias"},
+                                        {"ssmax-sigma"},
+                                        {"ffn"},
+                                        {"layers"},
+                                        {"heads"},
+                                        {"d-model"},
+                                        {"d-ff"},
+                                        {"context"},
+                                        {"steps"},
+                                        {"batch"},
+                                        {"lr"},
+                                        {"warmup"},
+                                        {"seed"},
+                                        {"eval-every"},
+                                        {"eval-batches"},
+                                        {"checkpoint-every"},
+                                        {"lambda"},
+                                        {"dtype"},
+                                        {"name"},
+                                        {"validation"},
+                                        {"resume", false},
+                                        {"force", false}});
     if (!args) return fail(args.error());
     if (!args->has("corpus") || !args->has("out") || !args->has("tokenizer")) {
         return fail("train needs --corpus FILE..., --tokenizer FILE and --out DIR");
@@ -86,14 +114,17 @@ int trainCommand(const std::vector<std::string>& argv) {
         int64_t* target;
         int64_t fallback, lo, hi;
     };
-    const Integer integers[] = {
-        {"layers", &c.nLayers, 4, 1, 64},       {"heads", &c.nHeads, 4, 1, 64},
-        {"d-model", &c.dModel, 256, 8, 4096},   {"d-ff", &c.dFf, 1024, 8, 65536},
-        {"context", &c.contextLength, 256, 8, 16384}, {"steps", &o.steps, 3000, 1, 10'000'000},
-        {"batch", &o.batch, 16, 1, 4096},       {"warmup", &o.warmup, 200, 0, 1'000'000},
-        {"eval-every", &o.evalEvery, 200, 1, 1'000'000},
-        {"eval-batches", &o.evalBatches, 8, 1, 10'000},
-        {"checkpoint-every", &o.checkpointEvery, 200, 1, 1'000'000}};
+    const Integer integers[] = {{"layers", &c.nLayers, 4, 1, 64},
+                                {"heads", &c.nHeads, 4, 1, 64},
+                                {"d-model", &c.dModel, 256, 8, 4096},
+                                {"d-ff", &c.dFf, 1024, 8, 65536},
+                                {"context", &c.contextLength, 256, 8, 16384},
+                                {"steps", &o.steps, 3000, 1, 10'000'000},
+                                {"batch", &o.batch, 16, 1, 4096},
+                                {"warmup", &o.warmup, 200, 0, 1'000'000},
+                                {"eval-every", &o.evalEvery, 200, 1, 1'000'000},
+                                {"eval-batches", &o.evalBatches, 8, 1, 10'000},
+                                {"checkpoint-every", &o.checkpointEvery, 200, 1, 1'000'000}};
     for (const auto& i : integers) {
         auto value = args->integer(i.option, i.fallback);
         if (!value) return fail(value.error());
@@ -128,17 +159,16 @@ int trainCommand(const std::vector<std::string>& argv) {
     std::signal(SIGINT, onInterrupt);
     std::signal(SIGTERM, onInterrupt);
     const bool terminal = isatty(STDOUT_FILENO);
-    std::printf("training %s: attention %s, FFN %s, %lld layers × %lld heads, d_model %lld, "
-                "d_ff %lld, context %lld, batch %lld, %lld steps%s\n",
-                o.out.c_str(), c.trained.attention.label().c_str(),
-                core::ffnKindName(c.trained.ffn).c_str(), (long long)c.nLayers,
-                (long long)c.nHeads, (long long)c.dModel, (long long)c.dFf,
-                (long long)c.contextLength, (long long)o.batch, (long long)o.steps,
-                o.resume ? " (resuming)" : "");
+    std::printf(
+        "training %s: attention %s, FFN %s, %lld layers × %lld heads, d_model %lld, "
+        "d_ff %lld, context %lld, batch %lld, %lld steps%s\n",
+        o.out.c_str(), c.trained.attention.label().c_str(),
+        core::ffnKindName(c.trained.ffn).c_str(), (long long)c.nLayers, (long long)c.nHeads,
+        (long long)c.dModel, (long long)c.dFf, (long long)c.contextLength, (long long)o.batch,
+        (long long)o.steps, o.resume ? " (resuming)" : "");
     std::fflush(stdout);
-    auto summary = core::trainModel(o, stopRequested, [&](const core::TrainProgress& p) {
-        printProgress(p, terminal, 20);
-    });
+    auto summary = core::trainModel(
+        o, stopRequested, [&](const core::TrainProgress& p) { printProgress(p, terminal, 20); });
     if (!summary) return fail(summary.error());
     std::printf("%s at step %lld: %lld tokens seen, %s, train loss %.4f, validation loss %.4f\n",
                 summary->stoppedEarly ? "stopped" : "finished", (long long)summary->steps,
@@ -153,9 +183,19 @@ int trainCommand(const std::vector<std::string>& argv) {
 }
 
 int evalCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"model"}, {"corpus", true, true}, {"context", true, true},
-                                        {"attention"}, {"h"}, {"a"}, {"sigmoid-bias"}, {"ssmax-sigma"}, {"ffn"}, {"device"},
-                                        {"max-tokens"}, {"json"}, {"split"}});
+    auto args = Arguments::parse(argv, {{"model"},
+                                        {"corpus", true, true},
+                                        {"context", true, true},
+                                        {"attention"},
+                                        {"h"},
+                                        {"a"},
+                                        {"sigmoid-bias"},
+                                        {"ssmax-sigma"},
+                                        {"ffn"},
+                                        {"device"},
+                                        {"max-tokens"},
+                                        {"json"},
+                                        {"split"}});
     if (!args) return fail(args.error());
     if (!args->has("model") || !args->has("corpus")) {
         return fail("eval needs --model DIR and --corpus FILE...");
@@ -186,27 +226,29 @@ int evalCommand(const std::vector<std::string>& argv) {
     if (split == "all") tokens.insert(tokens.begin(), corpus->train.begin(), corpus->train.end());
     auto results = core::evaluateContexts(*loaded->model, tokens, contexts, *run, *maxTokens);
     if (!results) return fail(results.error());
-    std::printf("model %s, attention %s, FFN %s (%s), %zu tokens of text\n",
-                info.name.c_str(), run->attention.label().c_str(),
-                core::ffnKindName(run->ffn).c_str(),
-                core::sameVariants(*run, info.trained) ? "as trained"
-                                                                          : "NOT as trained",
+    std::printf("model %s, attention %s, FFN %s (%s), %zu tokens of text\n", info.name.c_str(),
+                run->attention.label().c_str(), core::ffnKindName(run->ffn).c_str(),
+                core::sameVariants(*run, info.trained) ? "as trained" : "NOT as trained",
                 tokens.size());
-    std::printf("%8s %10s %9s %12s %8s %8s\n", "context", "loss", "± s.e.", "perplexity",
-                "windows", "tokens");
+    std::printf("%8s %10s %9s %12s %8s %8s\n", "context", "loss", "± s.e.", "perplexity", "windows",
+                "tokens");
     nlohmann::json json = nlohmann::json::array();
     for (const auto& r : *results) {
         std::printf("%8lld %10.4f %9.4f %12.2f %8lld %8lld\n", (long long)r.context, r.loss,
                     r.standardError, r.perplexity, (long long)r.windows, (long long)r.tokens);
-        json.push_back({{"context", r.context}, {"loss", r.loss}, {"standard_error", r.standardError},
-                        {"perplexity", r.perplexity}, {"windows", r.windows}, {"tokens", r.tokens},
+        json.push_back({{"context", r.context},
+                        {"loss", r.loss},
+                        {"standard_error", r.standardError},
+                        {"perplexity", r.perplexity},
+                        {"windows", r.windows},
+                        {"tokens", r.tokens},
                         {"window_losses", r.windowLosses}});
     }
     if (args->has("json")) {
         const auto document = nlohmann::json{{"model", info.name},
-                                              {"training_context", info.contextLength},
-                                              {"run", core::runSpecToJson(*run)},
-                                              {"results", json}};
+                                             {"training_context", info.contextLength},
+                                             {"run", core::runSpecToJson(*run)},
+                                             {"results", json}};
         if (auto s = core::writeTextAtomically(args->value("json"), document.dump(2) + "\n"); !s) {
             return fail(s.error());
         }

@@ -10,7 +10,8 @@ const std::vector<Component>& components() {
         {"SentencePiece", "Apache-2.0", "the tokenizer (linked through ReluLens's module)"},
         {"nlohmann-json", "MIT", "JSON (compiled in)"},
         {"OpenBLAS", "BSD-3-Clause", "matrix products under LibTorch (linked)"},
-        {"Jane Austen's six novels", "public domain", "the text the bundled models were trained on"},
+        {"Jane Austen's six novels", "public domain",
+         "the text the bundled models were trained on"},
         {"the bundled models and tokenizer", kLicence, "trained by ReluLens, part of ReluLens"},
     };
     return list;

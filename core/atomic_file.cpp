@@ -6,7 +6,8 @@
 
 namespace relulens::core {
 
-Status writeFileAtomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
+Status writeFileAtomically(const std::string& path,
+                           const std::function<void(std::ostream&)>& write) {
     const std::string temporary = path + ".partial";
     {
         std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

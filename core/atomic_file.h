@@ -12,7 +12,8 @@ namespace relulens::core {
 
 // `write` streams the contents; a stream that has failed when it returns (full disk, a
 // closed descriptor) fails the whole write.
-Status writeFileAtomically(const std::string& path, const std::function<void(std::ostream&)>& write);
+Status writeFileAtomically(const std::string& path,
+                           const std::function<void(std::ostream&)>& write);
 Status writeTextAtomically(const std::string& path, const std::string& text);
 
 }  // namespace relulens::core

@@ -8,8 +8,8 @@
 
 namespace relulens::core {
 
-torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset,
-                         const torch::Device& device, int64_t window) {
+torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset, const torch::Device& device,
+                         int64_t window) {
     auto options = torch::TensorOptions().dtype(torch::kLong).device(device);
     auto i = torch::arange(rows, options).unsqueeze(1) + rowOffset;
     auto j = torch::arange(keys, options).unsqueeze(0);
@@ -29,11 +29,16 @@ namespace {
 
 torch::Tensor applyFamily(const torch::Tensor& s, FamilyFunction h) {
     switch (h) {
-        case FamilyFunction::Relu: return torch::relu(s);
-        case FamilyFunction::Relu2: return torch::relu(s).square();
-        case FamilyFunction::Gelu: return torch::gelu(s);
-        case FamilyFunction::Softplus: return torch::softplus(s);
-        case FamilyFunction::Sigmoid: return torch::sigmoid(s);
+        case FamilyFunction::Relu:
+            return torch::relu(s);
+        case FamilyFunction::Relu2:
+            return torch::relu(s).square();
+        case FamilyFunction::Gelu:
+            return torch::gelu(s);
+        case FamilyFunction::Softplus:
+            return torch::softplus(s);
+        case FamilyFunction::Sigmoid:
+            return torch::sigmoid(s);
     }
     return torch::relu(s);
 }
@@ -88,8 +93,8 @@ torch::Tensor laterVariantWeights(const torch::Tensor& s, const AttentionSpec& s
         }
         case AttentionKind::Softpick: {  // relu(e^(s-m) - e^(-m)) / (sum |e^(s-m) - e^(-m)| + eps)
             const auto m = s.masked_fill(hidden, -inf).amax(-1, true);
-            const auto d = torch::where(mask, (s.masked_fill(hidden, -inf) - m).exp() - (-m).exp(),
-                                        zero);
+            const auto d =
+                torch::where(mask, (s.masked_fill(hidden, -inf) - m).exp() - (-m).exp(), zero);
             return torch::relu(d) / (d.abs().sum(-1, true) + 1e-8);
         }
         case AttentionKind::Softmax1: {  // e^s / (1 + sum e^s), shifted by max(0, max s)
@@ -112,7 +117,8 @@ torch::Tensor laterVariantWeights(const torch::Tensor& s, const AttentionSpec& s
             // The row maximum comes off before scaling: s - m is exact for scores near the
             // maximum, where scaling first would round away their differences at |s| ~ 1e4.
             const auto m = s.masked_fill(hidden, -inf).amax(-1, true);
-            return torch::softmax(((s - m) * (n.log() * spec.ssmaxSigma)).masked_fill(hidden, -inf), -1);
+            return torch::softmax(((s - m) * (n.log() * spec.ssmaxSigma)).masked_fill(hidden, -inf),
+                                  -1);
         }
         case AttentionKind::StickBreaking: {
             // log alpha_ij = log sigma(s_ij) + sum_{j<k<=i} log sigma(-s_ik): the sum over the
@@ -120,11 +126,12 @@ torch::Tensor laterVariantWeights(const torch::Tensor& s, const AttentionSpec& s
             const auto lost = torch::where(mask, torch::log_sigmoid(-s), zero);
             const auto after = lost.flip(-1).cumsum(-1).flip(-1);  // sum over k >= j
             const int64_t K = s.size(-1);
-            const auto later = torch::cat({after.narrow(-1, 1, K - 1),
-                                           torch::zeros_like(after.narrow(-1, 0, 1))}, -1);
+            const auto later = torch::cat(
+                {after.narrow(-1, 1, K - 1), torch::zeros_like(after.narrow(-1, 0, 1))}, -1);
             return torch::where(mask, (torch::log_sigmoid(s) + later).exp(), zero);
         }
-        default: break;
+        default:
+            break;
     }
     throw std::logic_error("laterVariantWeights: not one of the later variants");
 }
@@ -143,8 +150,10 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
         // Every row sees keys 0..rowOffset; only the last `rows` keys hold the causal boundary,
         // so only that square is masked (no mask over the whole block), in place. Training
         // (autograd) takes the general path below, which never writes into a tensor.
-        const auto above = torch::ones({rows, rows}, torch::TensorOptions().dtype(torch::kBool)
-                                                         .device(scores.device())).triu(1);
+        const auto above =
+            torch::ones({rows, rows},
+                        torch::TensorOptions().dtype(torch::kBool).device(scores.device()))
+                .triu(1);
         auto maskTail = [&](torch::Tensor t, double value) {
             t.narrow(-1, rowOffset, rows).masked_fill_(above, value);
             return t;
@@ -158,8 +167,10 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
                 auto s = mayOverwrite ? scores : scores.clone();
                 return torch::softmax(maskTail(s, -std::numeric_limits<float>::infinity()), -1);
             }
-            case AttentionKind::Relu: return maskTail(torch::relu(scores), 0);
-            case AttentionKind::ReluLen: return divided(maskTail(torch::relu(scores), 0));
+            case AttentionKind::Relu:
+                return maskTail(torch::relu(scores), 0);
+            case AttentionKind::ReluLen:
+                return divided(maskTail(torch::relu(scores), 0));
             case AttentionKind::ReluFormer: {
                 const auto n = visibleCounts(rows, rowOffset, scores.device());
                 auto g = gamma.defined() ? gamma.to(scores.dtype())
@@ -169,7 +180,8 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
             }
             case AttentionKind::Family:
                 return divided(maskTail(applyFamily(scores, spec.familyFunction), 0));
-            default: break;
+            default:
+                break;
         }
     }
     const auto mask = causalMask(rows, keys, rowOffset, scores.device(), window);  // (rows, keys)
@@ -179,21 +191,23 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
             return torch::softmax(
                 scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity()),
                 -1);
-        case AttentionKind::Relu: return torch::where(mask, torch::relu(scores), zero);
+        case AttentionKind::Relu:
+            return torch::where(mask, torch::relu(scores), zero);
         case AttentionKind::ReluLen: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);  // (rows, 1)
             return torch::where(mask, torch::relu(scores), zero) / n.pow(spec.lengthExponent);
         }
         case AttentionKind::ReluFormer: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
-            auto g = gamma.defined() ? gamma.to(scores.dtype()) : torch::ones({scores.size(0)},
-                                                                              scores.options());
+            auto g = gamma.defined() ? gamma.to(scores.dtype())
+                                     : torch::ones({scores.size(0)}, scores.options());
             const auto scale = g.view({-1, 1, 1}) * torch::sqrt(n / 2.0).unsqueeze(0);
             return torch::where(mask, torch::relu(scores), zero) / scale;
         }
         case AttentionKind::Family: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
-            return torch::where(mask, applyFamily(scores, spec.familyFunction), zero) / n.pow(spec.lengthExponent);
+            return torch::where(mask, applyFamily(scores, spec.familyFunction), zero) /
+                   n.pow(spec.lengthExponent);
         }
         default:
             return laterVariantWeights(scores, spec, mask,
@@ -219,15 +233,18 @@ torch::Tensor layerAttentionWeights(const torch::Tensor& scores, const RunSpec& 
                 heads.push_back(torch::zeros_like(s));
                 break;
             case Ablation::Uniform: {
-                const auto visible = causalMask(rows, keys, rowOffset, s.device(), window).to(s.scalar_type());
-                const auto counts = visibleCounts(rows, rowOffset, s.device(), window).to(s.scalar_type());
-                heads.push_back((visible / counts).unsqueeze(0).expand({B, rows, keys}).contiguous());
+                const auto visible =
+                    causalMask(rows, keys, rowOffset, s.device(), window).to(s.scalar_type());
+                const auto counts =
+                    visibleCounts(rows, rowOffset, s.device(), window).to(s.scalar_type());
+                heads.push_back(
+                    (visible / counts).unsqueeze(0).expand({B, rows, keys}).contiguous());
                 break;
             }
             case Ablation::None:
-                heads.push_back(attentionWeights(s, plan.spec,
-                                                 gammas.defined() ? gammas.select(1, j).contiguous() : gammas,
-                                                 rowOffset, mayOverwrite, window));
+                heads.push_back(attentionWeights(
+                    s, plan.spec, gammas.defined() ? gammas.select(1, j).contiguous() : gammas,
+                    rowOffset, mayOverwrite, window));
                 break;
         }
     }

@@ -24,8 +24,8 @@ torch::Tensor layerAttentionWeights(const torch::Tensor& scores, const RunSpec& 
                                     int64_t window = 0);
 
 // (rows, keys) boolean: key j visible from row i.
-torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset,
-                         const torch::Device& device, int64_t window = 0);
+torch::Tensor causalMask(int64_t rows, int64_t keys, int64_t rowOffset, const torch::Device& device,
+                         int64_t window = 0);
 
 // (rows, 1) float: n_i, the number of keys row i sees.
 torch::Tensor visibleCounts(int64_t rows, int64_t rowOffset, const torch::Device& device,

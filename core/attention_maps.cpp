@@ -9,9 +9,13 @@
 
 namespace relulens::core {
 
-std::string poolingName(Pooling pooling) { return pooling == Pooling::Max ? "max" : "mean"; }
+std::string poolingName(Pooling pooling) {
+    return pooling == Pooling::Max ? "max" : "mean";
+}
 
-int64_t poolEdge(int64_t a, int64_t extent, int64_t n) { return a * extent / n; }
+int64_t poolEdge(int64_t a, int64_t extent, int64_t n) {
+    return a * extent / n;
+}
 
 namespace {
 
@@ -40,8 +44,10 @@ torch::Tensor maxPoolCells(const torch::Tensor& cellsIn, int64_t outRows, int64_
         for (int64_t a = 0; a < outRows; ++a) {
             for (int64_t b = 0; b < outKeys; ++b) {
                 float best = nan;
-                for (int64_t i = poolEdge(a, rows, outRows); i < poolEdge(a + 1, rows, outRows); ++i) {
-                    for (int64_t j = poolEdge(b, keys, outKeys); j < poolEdge(b + 1, keys, outKeys); ++j) {
+                for (int64_t i = poolEdge(a, rows, outRows); i < poolEdge(a + 1, rows, outRows);
+                     ++i) {
+                    for (int64_t j = poolEdge(b, keys, outKeys); j < poolEdge(b + 1, keys, outKeys);
+                         ++j) {
                         const float v = in[(m * rows + i) * keys + j];
                         if (!std::isnan(v) && (std::isnan(best) || v > best)) best = v;
                     }
@@ -56,7 +62,11 @@ torch::Tensor maxPoolCells(const torch::Tensor& cellsIn, int64_t outRows, int64_
 PooledMap::PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t keyBegin,
                      int64_t keyEnd, int64_t outRows, int64_t outKeys, Pooling pooling,
                      const torch::Device& device)
-    : heads_(heads), rowBegin_(rowBegin), rowEnd_(rowEnd), keyBegin_(keyBegin), keyEnd_(keyEnd),
+    : heads_(heads),
+      rowBegin_(rowBegin),
+      rowEnd_(rowEnd),
+      keyBegin_(keyBegin),
+      keyEnd_(keyEnd),
       outRows_(std::clamp<int64_t>(outRows, 1, std::max<int64_t>(1, rowEnd - rowBegin))),
       outKeys_(std::clamp<int64_t>(outKeys, 1, std::max<int64_t>(1, keyEnd - keyBegin))),
       pooling_(pooling) {
@@ -66,8 +76,15 @@ PooledMap::PooledMap(int64_t heads, int64_t rowBegin, int64_t rowEnd, int64_t ke
 
 PooledMap::PooledMap(int64_t heads, int64_t tokens, int64_t cell, int64_t maxCells,
                      const torch::Device& device)
-    : heads_(heads), rowBegin_(0), rowEnd_(tokens), keyBegin_(0), keyEnd_(tokens),
-      outRows_((tokens + cell - 1) / cell), outKeys_(outRows_), pooling_(Pooling::Max), cell_(cell),
+    : heads_(heads),
+      rowBegin_(0),
+      rowEnd_(tokens),
+      keyBegin_(0),
+      keyEnd_(tokens),
+      outRows_((tokens + cell - 1) / cell),
+      outKeys_(outRows_),
+      pooling_(Pooling::Max),
+      cell_(cell),
       maxCells_(maxCells) {
     if (tokens <= 0) throw std::invalid_argument("empty map region");
     init(device);
@@ -162,7 +179,8 @@ void PooledMap::init(const torch::Device& device) {
     keyValid_ = torch::tensor(valid).view({outKeys_, width_}).to(device);
     auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
     values_ = pooling_ == Pooling::Max
-                  ? torch::full({heads_, outRows_, outKeys_}, -std::numeric_limits<float>::infinity(), options)
+                  ? torch::full({heads_, outRows_, outKeys_},
+                                -std::numeric_limits<float>::infinity(), options)
                   : torch::zeros({heads_, outRows_, outKeys_}, options);
     counts_ = torch::zeros({outRows_, outKeys_}, options);
 }
@@ -176,34 +194,41 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
     // so only the cells over them are touched.
     const int64_t available = std::clamp<int64_t>(K - keyBegin_, 0, C);
     if (available == 0) return;
-    const int64_t cells = cell_ > 0 ? (available + cell_ - 1) / cell_ : (available * outKeys_ - 1) / C + 1;
+    const int64_t cells =
+        cell_ > 0 ? (available + cell_ - 1) / cell_ : (available * outKeys_ - 1) / C + 1;
     const auto device = valuesIn.device();
     if (cell_ > 0 && values_.is_cpu() && device.is_cpu()) {
         addOverviewRows(valuesIn.to(torch::kFloat32).contiguous(), r0, a, b);
         return;
     }
-    const auto region = valuesIn.to(torch::kFloat32).narrow(1, a - r0, Rs).narrow(2, keyBegin_, available);
-    const auto index = keyIndex_.narrow(0, 0, cells * width_);        // region columns
-    const auto inBlock = index < available;                           // (cells · width)
-    const auto gathered = region.index_select(-1, index.clamp_max(available - 1));  // (H, Rs, cells · width)
+    const auto region =
+        valuesIn.to(torch::kFloat32).narrow(1, a - r0, Rs).narrow(2, keyBegin_, available);
+    const auto index = keyIndex_.narrow(0, 0, cells * width_);  // region columns
+    const auto inBlock = index < available;                     // (cells · width)
+    const auto gathered =
+        region.index_select(-1, index.clamp_max(available - 1));  // (H, Rs, cells · width)
     auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
-    const auto rows = torch::arange(a, b, longs).unsqueeze(1);                            // (Rs, 1)
-    const auto visible = ((index + keyBegin_).unsqueeze(0) <= rows).logical_and(inBlock);  // (Rs, cells · width)
-    const auto valid = keyValid_.narrow(0, 0, cells).flatten();                           // duplicates: 0
+    const auto rows = torch::arange(a, b, longs).unsqueeze(1);  // (Rs, 1)
+    const auto visible =
+        ((index + keyBegin_).unsqueeze(0) <= rows).logical_and(inBlock);  // (Rs, cells · width)
+    const auto valid = keyValid_.narrow(0, 0, cells).flatten();           // duplicates: 0
     std::vector<int64_t> rowCell;
     const int64_t extent = rowEnd_ - rowBegin_;
     for (int64_t i = a; i < b; ++i) {
         // the cell c with edge(c) <= i - rowBegin < edge(c + 1)
-        rowCell.push_back(cell_ > 0 ? (i - rowBegin_) / cell_ : ((i - rowBegin_ + 1) * outRows_ - 1) / extent);
+        rowCell.push_back(cell_ > 0 ? (i - rowBegin_) / cell_
+                                    : ((i - rowBegin_ + 1) * outRows_ - 1) / extent);
     }
     const auto rowIndex = longTensor(rowCell, device);  // (Rs)
     counts_.narrow(1, 0, cells)
-        .index_add_(0, rowIndex, (visible.to(torch::kFloat32) * valid).view({Rs, cells, width_}).sum(-1));
+        .index_add_(0, rowIndex,
+                    (visible.to(torch::kFloat32) * valid).view({Rs, cells, width_}).sum(-1));
     if (pooling_ == Pooling::Max) {
-        const auto masked = torch::where(visible, gathered,
-                                         torch::full({}, -std::numeric_limits<float>::infinity(),
-                                                     gathered.options()));
-        const auto best = masked.view({heads_, Rs, cells, width_}).amax(-1).contiguous();  // (H, Rs, cells)
+        const auto masked = torch::where(
+            visible, gathered,
+            torch::full({}, -std::numeric_limits<float>::infinity(), gathered.options()));
+        const auto best =
+            masked.view({heads_, Rs, cells, width_}).amax(-1).contiguous();  // (H, Rs, cells)
         if (values_.is_cpu()) {
             // Rows fall into consecutive cells: a running maximum row by row (scatter_reduce
             // is several times slower here).
@@ -222,8 +247,10 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
                                  "amax", /*include_self=*/true);
         }
     } else {
-        const auto masked = torch::where(visible, gathered, torch::zeros({}, gathered.options())) * valid;
-        values_.narrow(2, 0, cells).index_add_(1, rowIndex, masked.view({heads_, Rs, cells, width_}).sum(-1));
+        const auto masked =
+            torch::where(visible, gathered, torch::zeros({}, gathered.options())) * valid;
+        values_.narrow(2, 0, cells)
+            .index_add_(1, rowIndex, masked.view({heads_, Rs, cells, width_}).sum(-1));
     }
 }
 
@@ -239,12 +266,17 @@ AttentionMaps::AttentionMaps(std::vector<Layer> layers, RunSpec run, double scal
 
 int64_t AttentionMaps::bytes() const {
     int64_t total = 0;
-    for (const auto& l : layers_) total += (l.q.numel() + l.k.numel()) * int64_t(l.q.element_size());
+    for (const auto& l : layers_)
+        total += (l.q.numel() + l.k.numel()) * int64_t(l.q.element_size());
     return total;
 }
 
-int64_t AttentionMaps::heads() const { return layers_.empty() ? 0 : layers_[0].q.size(0); }
-int64_t AttentionMaps::tokens() const { return layers_.empty() ? 0 : layers_[0].q.size(1); }
+int64_t AttentionMaps::heads() const {
+    return layers_.empty() ? 0 : layers_[0].q.size(0);
+}
+int64_t AttentionMaps::tokens() const {
+    return layers_.empty() ? 0 : layers_[0].q.size(1);
+}
 
 void AttentionMaps::checkRegion(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
                                 int64_t keyBegin, int64_t keyEnd) const {
@@ -265,17 +297,18 @@ torch::Tensor AttentionMaps::keys(int64_t layer, int64_t h0, int64_t h) const {
     return k.repeat_interleave(group, 0).narrow(0, h0, h);
 }
 
-torch::Tensor AttentionMaps::rowWeights(int64_t layer, int64_t h0, int64_t h, int64_t r0,
-                                        int64_t R, int64_t K) const {
+torch::Tensor AttentionMaps::rowWeights(int64_t layer, int64_t h0, int64_t h, int64_t r0, int64_t R,
+                                        int64_t K) const {
     const auto& t = layers_[size_t(layer)];
     auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, r0, R),
-                           keys(layer, h0, h).narrow(1, 0, K).transpose(-1, -2)) * scale_;
+                           keys(layer, h0, h).narrow(1, 0, K).transpose(-1, -2)) *
+             scale_;
     return layerAttentionWeights(s, run_, layer, h0, h, t.gamma.narrow(0, h0, h), r0,
                                  /*mayOverwrite=*/true, t.window);
 }
 
-torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBegin,
-                                     int64_t rowEnd, int64_t keyBegin, int64_t keyEnd) const {
+torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
+                                     int64_t keyBegin, int64_t keyEnd) const {
     checkRegion(layer, head, rowBegin, rowEnd, keyBegin, keyEnd);
     const int64_t h0 = head < 0 ? 0 : head, h = head < 0 ? heads() : 1;
     const int64_t C = keyEnd - keyBegin;
@@ -287,8 +320,8 @@ torch::Tensor AttentionMaps::weights(int64_t layer, int64_t head, int64_t rowBeg
         const int64_t K = r0 + R;
         auto w = rowWeights(layer, h0, h, r0, R, K).mean(0);  // (R, K)
         const int64_t available = std::clamp<int64_t>(K - keyBegin, 0, C);
-        torch::Tensor part = available > 0 ? w.narrow(1, keyBegin, available)
-                                           : torch::zeros({R, 0}, w.options());
+        torch::Tensor part =
+            available > 0 ? w.narrow(1, keyBegin, available) : torch::zeros({R, 0}, w.options());
         if (available < C) part = torch::constant_pad_nd(part, {0, C - available});
         parts.push_back(part.to(torch::kCPU));
     }
@@ -300,9 +333,10 @@ torch::Tensor AttentionMaps::scores(int64_t layer, int64_t head, int64_t rowBegi
     checkRegion(layer, head, rowBegin, rowEnd, keyBegin, keyEnd);
     const auto& t = layers_[size_t(layer)];
     const int64_t h0 = head < 0 ? 0 : head, h = head < 0 ? heads() : 1;
-    auto s = torch::matmul(t.q.narrow(0, h0, h).narrow(1, rowBegin, rowEnd - rowBegin),
-                           keys(layer, h0, h).narrow(1, keyBegin, keyEnd - keyBegin)
-                               .transpose(-1, -2)) * scale_;
+    auto s =
+        torch::matmul(t.q.narrow(0, h0, h).narrow(1, rowBegin, rowEnd - rowBegin),
+                      keys(layer, h0, h).narrow(1, keyBegin, keyEnd - keyBegin).transpose(-1, -2)) *
+        scale_;
     return s.mean(0).to(torch::kCPU).contiguous();
 }
 

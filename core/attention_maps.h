@@ -48,7 +48,8 @@ public:
     int64_t cellWidth() const { return cell_; }  // tokens per cell of an overview, else 0
 
 private:
-    PooledMap(int64_t heads, int64_t tokens, int64_t cell, int64_t maxCells, const torch::Device& device);
+    PooledMap(int64_t heads, int64_t tokens, int64_t cell, int64_t maxCells,
+              const torch::Device& device);
     void init(const torch::Device& device);
     int64_t edge(int64_t a, int64_t extent, int64_t n) const;  // first input of cell a
     // add() for an overview on the CPU: rows a..b-1 of the block (H, R, K) of rows r0...
@@ -56,14 +57,14 @@ private:
 
     int64_t heads_, rowBegin_, rowEnd_, keyBegin_, keyEnd_, outRows_, outKeys_;
     Pooling pooling_;
-    int64_t cell_ = 0;        // uniform cells of this many tokens (overviews), else 0
+    int64_t cell_ = 0;  // uniform cells of this many tokens (overviews), else 0
     int64_t maxCells_ = 0;
     torch::Tensor keyIndex_;  // (outKeys · width) region columns gathered per cell
     torch::Tensor keyValid_;  // (outKeys, width) 1 for a real column, 0 for padding
     int64_t width_ = 1;
-    torch::Tensor values_;    // (H, outRows, outKeys) running max, or sums for the mean
-    torch::Tensor counts_;    // (outRows, outKeys) visible entries per cell (mean)
-    torch::Tensor seen_;      // (outRows, outKeys) any visible entry (max)
+    torch::Tensor values_;  // (H, outRows, outKeys) running max, or sums for the mean
+    torch::Tensor counts_;  // (outRows, outKeys) visible entries per cell (mean)
+    torch::Tensor seen_;    // (outRows, outKeys) any visible entry (max)
 };
 
 class AttentionMaps {

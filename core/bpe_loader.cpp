@@ -124,8 +124,8 @@ Status readPreTokenizer(const json& j, Pipeline& p) {
     }
     if (type == "Digits") {
         const bool individual = flag(j, "individual_digits", false);
-        Result<std::shared_ptr<const Regex>> regex = Regex::compile(individual ? R"(\p{N})"
-                                                                               : R"(\p{N}+)");
+        Result<std::shared_ptr<const Regex>> regex =
+            Regex::compile(individual ? R"(\p{N})" : R"(\p{N}+)");
         if (!regex) return Error{regex.error()};
         p.splits.push_back({*regex, Behavior::Isolated, false});
         return {};
@@ -331,8 +331,7 @@ Status BpeTokenizer::Model::readMerges(const json& list) {
             const std::string line = entry.get<std::string>();
             const size_t space = line.find(' ');
             if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-                return Error{"merge " + std::to_string(rank) + " '" + line +
-                             "' is not two tokens"};
+                return Error{"merge " + std::to_string(rank) + " '" + line + "' is not two tokens"};
             }
             left = line.substr(0, space);
             right = line.substr(space + 1);
@@ -371,8 +370,8 @@ Status BpeTokenizer::Model::readAddedTokens(const json& list) {
         token.lstrip = flag(entry, "lstrip", false);
         token.rstrip = flag(entry, "rstrip", false);
         token.normalized = flag(entry, "normalized", !token.special);
-        token.pattern = token.normalized && nfc ? Nfc::instance().normalized(token.content)
-                                                : token.content;
+        token.pattern =
+            token.normalized && nfc ? Nfc::instance().normalized(token.content) : token.content;
         if (!isValidUtf8(token.pattern)) {
             return Error{"added token " + entry.dump() + " is not UTF-8"};
         }

@@ -124,9 +124,9 @@ public:
         const std::string pattern = pcreSyntax(source);
         int error = 0;
         PCRE2_SIZE where = 0;
-        pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
-                                         pattern.size(), PCRE2_UTF | PCRE2_UCP, &error, &where,
-                                         nullptr);
+        pcre2_code* code =
+            pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP, &error, &where, nullptr);
         if (!code) {
             PCRE2_UCHAR message[256];
             pcre2_get_error_message(error, message, sizeof message);
@@ -319,18 +319,18 @@ struct BpeTokenizer::Model {
     std::vector<std::string> decoded;                   // id -> bytes the decoder writes for it
     std::vector<uint8_t> known;                         // ids that have a string
     std::vector<uint8_t> special;
-    std::array<int32_t, 256> byteIds{};                 // byte -> id of its character, or -1
-    std::unordered_map<uint64_t, uint64_t> merges;      // pairKey -> rank << 32 | merged id
+    std::array<int32_t, 256> byteIds{};             // byte -> id of its character, or -1
+    std::unordered_map<uint64_t, uint64_t> merges;  // pairKey -> rank << 32 | merged id
     int32_t unkId = -1;
     bool fuseUnk = false, ignoreMerges = false, nfc = false;
-    std::vector<bpe_detail::SplitStep> splits;          // pre-tokenizers before ByteLevel
+    std::vector<bpe_detail::SplitStep> splits;  // pre-tokenizers before ByteLevel
     bool addPrefixSpace = false;
-    std::shared_ptr<const Regex> byteLevelRegex;        // GPT-2's pattern when use_regex
+    std::shared_ptr<const Regex> byteLevelRegex;  // GPT-2's pattern when use_regex
     std::vector<bpe_detail::AddedToken> added;
     AddedMatcher rawMatcher, normalizedMatcher;
-    std::shared_ptr<const Regex> wordChar;              // when a token is single_word
+    std::shared_ptr<const Regex> wordChar;  // when a token is single_word
     int64_t bos = -1;
-    int64_t size = 0;                                   // 1 + the largest id
+    int64_t size = 0;  // 1 + the largest id
 
     // Loading (bpe_loader.cpp): each returns the refusal, without the file's name.
     Status readVocabulary(const nlohmann::json& model);
@@ -357,8 +357,7 @@ struct BpeTokenizer::Model {
     void split(const bpe_detail::SplitStep& step, std::string_view text, const Span& span,
                Scratch& scratch, std::vector<Span>& out) const;
     template <typename F>
-    void byteLevelSplit(std::string_view text, const Span& span, Scratch& scratch,
-                        F&& emit) const;
+    void byteLevelSplit(std::string_view text, const Span& span, Scratch& scratch, F&& emit) const;
     void merge(std::string_view text, const Span& piece, const OffsetMap& map, WordCache& cache,
                Scratch& scratch, std::vector<Token>& out) const;
     void bpe(const std::string& word, std::vector<BpePiece>& out) const;

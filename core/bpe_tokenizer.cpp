@@ -66,9 +66,9 @@ std::string lossyUtf8(std::string_view bytes) {
 
 // Unicode White_Space, what Rust's char::is_whitespace and regex \s accept.
 bool isWhiteSpace(uint32_t cp) {
-    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+           cp == 0x205F || cp == 0x3000;
 }
 
 }  // namespace
@@ -217,9 +217,8 @@ void BpeTokenizer::Model::encodePlain(std::string_view text, size_t a, size_t b,
         spans.swap(scratch.next);
     }
     for (const Span& span : spans) {
-        byteLevelSplit(text, span, scratch, [&](const Span& piece) {
-            merge(text, piece, map, cache, scratch, out);
-        });
+        byteLevelSplit(text, span, scratch,
+                       [&](const Span& piece) { merge(text, piece, map, cache, scratch, out); });
     }
 }
 
@@ -244,45 +243,45 @@ void BpeTokenizer::Model::split(const SplitStep& step, std::string_view text, co
     std::vector<Part> kept;
     bool previousMatch = false;
     switch (step.behavior) {
-    case Behavior::Isolated:
-        kept = parts;
-        break;
-    case Behavior::Removed:
-        for (const Part& p : parts) {
-            if (!p.match) kept.push_back(p);
-        }
-        break;
-    case Behavior::Contiguous:
-        for (const Part& p : parts) {
-            if (p.match == previousMatch && !kept.empty()) {
-                kept.back().end = p.end;
-            } else {
-                kept.push_back(p);
+        case Behavior::Isolated:
+            kept = parts;
+            break;
+        case Behavior::Removed:
+            for (const Part& p : parts) {
+                if (!p.match) kept.push_back(p);
             }
-            previousMatch = p.match;
-        }
-        break;
-    case Behavior::MergedWithPrevious:
-        for (const Part& p : parts) {
-            if (p.match && !previousMatch && !kept.empty()) {
-                kept.back().end = p.end;
-            } else {
-                kept.push_back(p);
+            break;
+        case Behavior::Contiguous:
+            for (const Part& p : parts) {
+                if (p.match == previousMatch && !kept.empty()) {
+                    kept.back().end = p.end;
+                } else {
+                    kept.push_back(p);
+                }
+                previousMatch = p.match;
             }
-            previousMatch = p.match;
-        }
-        break;
-    case Behavior::MergedWithNext:
-        for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-            if (it->match && !previousMatch && !kept.empty()) {
-                kept.back().start = it->start;
-            } else {
-                kept.push_back(*it);
+            break;
+        case Behavior::MergedWithPrevious:
+            for (const Part& p : parts) {
+                if (p.match && !previousMatch && !kept.empty()) {
+                    kept.back().end = p.end;
+                } else {
+                    kept.push_back(p);
+                }
+                previousMatch = p.match;
             }
-            previousMatch = it->match;
-        }
-        std::reverse(kept.begin(), kept.end());
-        break;
+            break;
+        case Behavior::MergedWithNext:
+            for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+                if (it->match && !previousMatch && !kept.empty()) {
+                    kept.back().start = it->start;
+                } else {
+                    kept.push_back(*it);
+                }
+                previousMatch = it->match;
+            }
+            std::reverse(kept.begin(), kept.end());
+            break;
     }
     for (const Part& p : kept) {
         if (p.end > p.start) {
@@ -293,8 +292,8 @@ void BpeTokenizer::Model::split(const SplitStep& step, std::string_view text, co
 
 // ByteLevel: the prefix space when asked for, then GPT-2's pattern when use_regex.
 template <typename F>
-void BpeTokenizer::Model::byteLevelSplit(std::string_view text, const Span& span,
-                                         Scratch& scratch, F&& emit) const {
+void BpeTokenizer::Model::byteLevelSplit(std::string_view text, const Span& span, Scratch& scratch,
+                                         F&& emit) const {
     const bool space = addPrefixSpace && text[span.start] != ' ';
     if (!byteLevelRegex) {
         emit(Span{span.start, span.end, space});
@@ -323,8 +322,7 @@ void BpeTokenizer::Model::byteLevelSplit(std::string_view text, const Span& span
 
 // BPE of one pre-token, appended as tokens with their offsets in the text.
 void BpeTokenizer::Model::merge(std::string_view text, const Span& piece, const OffsetMap& map,
-                                WordCache& cache, Scratch& scratch,
-                                std::vector<Token>& out) const {
+                                WordCache& cache, Scratch& scratch, std::vector<Token>& out) const {
     std::string& word = scratch.word;
     word.assign(piece.space ? 1 : 0, ' ');
     word.append(text.data() + piece.start, piece.end - piece.start);
@@ -461,7 +459,9 @@ bool BpeTokenizer::isSpecial(int64_t id) const {
     return id >= 0 && id < int64_t(model_->special.size()) && model_->special[size_t(id)];
 }
 
-int64_t BpeTokenizer::vocabSize() const { return model_->size; }
+int64_t BpeTokenizer::vocabSize() const {
+    return model_->size;
+}
 
 int64_t BpeTokenizer::pieceId(const std::string& piece) const {
     const auto added = model_->addedIds.find(piece);
@@ -470,6 +470,8 @@ int64_t BpeTokenizer::pieceId(const std::string& piece) const {
     return it == model_->vocab.end() ? -1 : it->second;
 }
 
-int64_t BpeTokenizer::bos() const { return model_->bos; }
+int64_t BpeTokenizer::bos() const {
+    return model_->bos;
+}
 
 }  // namespace relulens::core

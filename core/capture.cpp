@@ -38,7 +38,8 @@ std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsI
     // logits: (L, V). Rows past the tokenizer's pieces pad the embedding (some checkpoints
     // round their vocabulary up) and are never predicted.
     auto logits = logitsIn.to(torch::kFloat32);
-    if (tokenizer.vocabSize() < logits.size(-1)) logits = logits.narrow(-1, 0, tokenizer.vocabSize());
+    if (tokenizer.vocabSize() < logits.size(-1))
+        logits = logits.narrow(-1, 0, tokenizer.vocabSize());
     auto probabilities = torch::softmax(logits, -1);
     auto [values, indices] = probabilities.topk(std::min<int64_t>(k, logits.size(-1)), -1);
     values = values.to(torch::kCPU).contiguous();
@@ -47,7 +48,8 @@ std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logitsI
     for (int64_t i = 0; i < values.size(0); ++i) {
         for (int64_t j = 0; j < values.size(1); ++j) {
             const int64_t id = indices[i][j].item<int64_t>();
-            out[size_t(i)].push_back({id, tokenizer.piece(id), tokenizer.readable(id), values[i][j].item<double>()});
+            out[size_t(i)].push_back(
+                {id, tokenizer.piece(id), tokenizer.readable(id), values[i][j].item<double>()});
         }
     }
     return out;
@@ -63,15 +65,17 @@ bool sameRequest(const CaptureRequest& a, const CaptureRequest& b) {
            a.lens == b.lens && a.lensEveryPosition == b.lensEveryPosition &&
            a.slotActivations == b.slotActivations && a.diagnostics == b.diagnostics &&
            a.topK == b.topK && a.tauScale == b.tauScale && a.sinkThreshold == b.sinkThreshold &&
-           a.blockRows == b.blockRows &&
-           a.overviewCells == b.overviewCells && a.overviewFromTokens == b.overviewFromTokens;
+           a.blockRows == b.blockRows && a.overviewCells == b.overviewCells &&
+           a.overviewFromTokens == b.overviewFromTokens;
 }
 
 // The checkpoint of `memory` a capture of `ids` can continue from, or null.
-const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory, const LanguageModel& model,
+const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory,
+                                              const LanguageModel& model,
                                               const CaptureRequest& request,
                                               const std::vector<int64_t>& ids) {
-    if (!memory || memory->model != &model || !sameRequest(memory->request, request)) return nullptr;
+    if (!memory || memory->model != &model || !sameRequest(memory->request, request))
+        return nullptr;
     const auto L = int64_t(ids.size());
     const bool overviews = request.overviewCells > 0 && L > request.overviewFromTokens;
     if (overviews != !memory->atEnd.overviews.empty()) return nullptr;  // (both past the threshold)
@@ -87,9 +91,10 @@ const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory, const
 // Whether two requests ask the same of every layer (variants, maps, diagnostics, thresholds),
 // whatever their overrides, effect and lens.
 bool sameLayerWork(const CaptureRequest& a, const CaptureRequest& b) {
-    return a.run.attention == b.run.attention && a.run.ffn == b.run.ffn && a.lazyMaps == b.lazyMaps &&
-           a.slotActivations == b.slotActivations && a.diagnostics == b.diagnostics &&
-           a.tauScale == b.tauScale && a.sinkThreshold == b.sinkThreshold && a.blockRows == b.blockRows &&
+    return a.run.attention == b.run.attention && a.run.ffn == b.run.ffn &&
+           a.lazyMaps == b.lazyMaps && a.slotActivations == b.slotActivations &&
+           a.diagnostics == b.diagnostics && a.tauScale == b.tauScale &&
+           a.sinkThreshold == b.sinkThreshold && a.blockRows == b.blockRows &&
            a.overviewCells == b.overviewCells && a.overviewFromTokens == b.overviewFromTokens;
 }
 
@@ -97,10 +102,10 @@ bool sameLayerWork(const CaptureRequest& a, const CaptureRequest& b) {
 // request would (every head of them runs the same attention): at most all but the last, so
 // that the pass still ends in the logits; 0 when the memory lacks the stream entering the
 // first layer to run.
-int64_t reusableLayers(const CaptureMemory* memory, const LanguageModel& model, const CaptureRequest& request,
-                       const std::vector<int64_t>& ids) {
-    if (!memory || memory->model != &model || memory->ids != ids || memory->atEnd.row != int64_t(ids.size()) ||
-        !sameLayerWork(memory->request, request)) {
+int64_t reusableLayers(const CaptureMemory* memory, const LanguageModel& model,
+                       const CaptureRequest& request, const std::vector<int64_t>& ids) {
+    if (!memory || memory->model != &model || memory->ids != ids ||
+        memory->atEnd.row != int64_t(ids.size()) || !sameLayerWork(memory->request, request)) {
         return 0;
     }
     const auto& info = model.info();
@@ -112,12 +117,15 @@ int64_t reusableLayers(const CaptureMemory* memory, const LanguageModel& model, 
         }
         if (!same) break;
     }
-    if (k == 0 || size_t(k) >= memory->residual.size() || !memory->residual[size_t(k)].defined()) return 0;
+    if (k == 0 || size_t(k) >= memory->residual.size() || !memory->residual[size_t(k)].defined())
+        return 0;
     // One sparsity rule holds for the whole run (exact zeros only when every head has them), so
     // a change above that switches the rule changes what the layers below count.
     if (request.diagnostics &&
-        attentionSparsityRule(memory->request.run, info.nLayers, info.nHeads, request.tauScale).exactZero !=
-            attentionSparsityRule(request.run, info.nLayers, info.nHeads, request.tauScale).exactZero) {
+        attentionSparsityRule(memory->request.run, info.nLayers, info.nHeads, request.tauScale)
+                .exactZero !=
+            attentionSparsityRule(request.run, info.nLayers, info.nHeads, request.tauScale)
+                .exactZero) {
         return 0;
     }
     if (request.diagnostics && memory->atEnd.accumulators.size() < size_t(k)) return 0;
@@ -126,7 +134,8 @@ int64_t reusableLayers(const CaptureMemory* memory, const LanguageModel& model, 
 
 // What capture refuses before any work: empty, blank or non-UTF-8 text, a run the model cannot
 // do, a map of a head the model lacks.
-Status checkRequest(const LanguageModel& model, const std::string& text, const CaptureRequest& request) {
+Status checkRequest(const LanguageModel& model, const std::string& text,
+                    const CaptureRequest& request) {
     const auto& config = model.info();
     if (text.empty()) return Error{"the text is empty: type or paste something to inspect"};
     if (text.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
@@ -150,8 +159,8 @@ Status checkRequest(const LanguageModel& model, const std::string& text, const C
 
 // The text's tokens, refused when there are none, more than the request allows, or ids past
 // the model's vocabulary.
-Result<std::vector<Token>> tokensFor(const ModelInfo& config, const Tokenizer& tokenizer, const std::string& text,
-                                     const CaptureRequest& request) {
+Result<std::vector<Token>> tokensFor(const ModelInfo& config, const Tokenizer& tokenizer,
+                                     const std::string& text, const CaptureRequest& request) {
     auto encoded = tokenizer.encode(text);
     if (!encoded) return Error{encoded.error()};
     std::vector<Token> tokens = std::move(*encoded);
@@ -163,7 +172,8 @@ Result<std::vector<Token>> tokensFor(const ModelInfo& config, const Tokenizer& t
                      " can be inspected at once: shorten it or inspect an excerpt"};
     }
     if (request.allMaps && L > request.maxAllMapsTokens) {
-        return Error{"the text has " + std::to_string(L) + " tokens; every map at once is kept for at most " +
+        return Error{"the text has " + std::to_string(L) +
+                     " tokens; every map at once is kept for at most " +
                      std::to_string(request.maxAllMapsTokens) +
                      " tokens: ask for single heads' maps instead"};
     }
@@ -192,7 +202,8 @@ Result<std::vector<int64_t>> lensPositionsFor(const CaptureRequest& request, int
 }
 
 // What the forward pass keeps for the request: only what its results are built from.
-TraceOptions traceOptions(const CaptureRequest& request, bool anyMaps, bool continuable, bool lens) {
+TraceOptions traceOptions(const CaptureRequest& request, bool anyMaps, bool continuable,
+                          bool lens) {
     TraceOptions options;
     options.weights = anyMaps;
     options.scores = anyMaps && request.mapScores;
@@ -214,15 +225,18 @@ struct LayerTensors {
 // Layer l's diagnostics: attention (accumulated block by block in the pass, with its sinks),
 // the residual stream and the feed-forward memory, on the CPU for the views.
 LayerCapture layerDiagnostics(const LanguageModel& model, int64_t l, const CaptureRequest& request,
-                              const AttentionDiagnosticsAccumulator& accumulator, const LayerTensors& t) {
+                              const AttentionDiagnosticsAccumulator& accumulator,
+                              const LayerTensors& t) {
     LayerCapture layer;
     layer.attentionDiagnostics = accumulator.finish(t.headOutputs);
     layer.attentionDiagnostics.rowSparsity = layer.attentionDiagnostics.rowSparsity.to(torch::kCPU);
     layer.attentionDiagnostics.rowEntropy = layer.attentionDiagnostics.rowEntropy.to(torch::kCPU);
     layer.attentionDiagnostics.rowMass = layer.attentionDiagnostics.rowMass.to(torch::kCPU);
-    completeSinkDiagnostics(layer.attentionDiagnostics.heads, t.keys[0], t.values[0], request.sinkThreshold);
+    completeSinkDiagnostics(layer.attentionDiagnostics.heads, t.keys[0], t.values[0],
+                            request.sinkThreshold);
     layer.residual = residualDiagnostics(t.residual);
-    layer.ffn = model.ffnDiagnostics(l, t.ffnInput, t.slots, t.ffnOutput, request.run.ffn, request.tauScale);
+    layer.ffn = model.ffnDiagnostics(l, t.ffnInput, t.slots, t.ffnOutput, request.run.ffn,
+                                     request.tauScale);
     layer.ffn.tokenSparsity = layer.ffn.tokenSparsity.to(torch::kCPU);
     return layer;
 }
@@ -231,8 +245,8 @@ LayerCapture layerDiagnostics(const LanguageModel& model, int64_t l, const Captu
 
 int64_t CaptureMemory::bytes() const {
     int64_t total = 0;
-    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations, &ffnOutput,
-                             &residual}) {
+    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations,
+                             &ffnOutput, &residual}) {
         for (const auto& t : *list) {
             if (t.defined()) total += t.numel() * int64_t(t.element_size());
         }
@@ -301,7 +315,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     // Diagnostics are accumulated block by block as the forward pass makes the weights.
     std::vector<AttentionDiagnosticsAccumulator> accumulators;
     if (request.diagnostics) {
-        const auto rule = attentionSparsityRule(request.run, config.nLayers, config.nHeads, request.tauScale);
+        const auto rule =
+            attentionSparsityRule(request.run, config.nLayers, config.nHeads, request.tauScale);
         for (int64_t l = 0; l < config.nLayers; ++l) {
             if (from) {
                 accumulators.push_back(from->accumulators[size_t(l)].resized(L));
@@ -315,10 +330,11 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     std::vector<PooledMap> overviews;
     if (request.overviewCells > 0 && L > request.overviewFromTokens) {
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            overviews.push_back(from      ? from->overviews[size_t(l)].extended(L)
-                                : l < K ? below->atEnd.overviews[size_t(l)].copy()
-                                        : PooledMap::overview(config.nHeads, L, request.overviewCells,
-                                                              model.device()));
+            overviews.push_back(
+                from ? from->overviews[size_t(l)].extended(L)
+                : l < K
+                    ? below->atEnd.overviews[size_t(l)].copy()
+                    : PooledMap::overview(config.nHeads, L, request.overviewCells, model.device()));
         }
     }
     // A continuable capture keeps the running state both at the end and kCheckpointRows before
@@ -373,7 +389,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
             unchangedTrace.startLayer = first;
             unchangedTrace.startResidual = entering(first).unsqueeze(0);
         }
-        const auto unchanged = model.forward(input, request.run.withoutOverrides(), &unchangedTrace);
+        const auto unchanged =
+            model.forward(input, request.run.withoutOverrides(), &unchangedTrace);
         result.effect = changeEffect(logits[0], unchanged[0], ids, request.topK, tokenizer);
     }
     logits = torch::Tensor();
@@ -399,8 +416,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         const auto& t = trace.layers[size_t(l)];
         // A layer this pass ran (its new rows after the previous capture's first P), or one
         // taken whole from the capture below.
-        auto layerTensor = [&](const std::vector<torch::Tensor> CaptureMemory::*list, const torch::Tensor& fresh,
-                               int64_t dim) {
+        auto layerTensor = [&](const std::vector<torch::Tensor> CaptureMemory::*list,
+                               const torch::Tensor& fresh, int64_t dim) {
             if (l < K) return ((*below).*list)[size_t(l)];
             return fresh.defined() ? joined(list, l, fresh[0], dim) : torch::Tensor();
         };
@@ -410,12 +427,13 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         const auto slots = layerTensor(&CaptureMemory::slotActivations, t.slotActivations, 0);
         const auto ffnOutput = layerTensor(&CaptureMemory::ffnOutput, t.ffnOutput, 0);
         const auto residual = layerTensor(&CaptureMemory::residual, t.residual, 0);
-        const auto keys = l < K ? below->keys[size_t(l)] : t.k;      // (1, H_kv, L, dh)
+        const auto keys = l < K ? below->keys[size_t(l)] : t.k;  // (1, H_kv, L, dh)
         const auto values = l < K ? below->values[size_t(l)] : t.v;
         LayerCapture layer;
         if (request.diagnostics) {
-            layer = layerDiagnostics(model, l, request, accumulators[size_t(l)],
-                                     {keys, values, headOutputs, ffnInput, slots, ffnOutput, residual});
+            layer =
+                layerDiagnostics(model, l, request, accumulators[size_t(l)],
+                                 {keys, values, headOutputs, ffnInput, slots, ffnOutput, residual});
         }
         if (request.slotActivations) layer.slotActivations = slots.to(torch::kCPU);
         if (request.lazyMaps) {

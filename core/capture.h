@@ -8,21 +8,21 @@
 #include <vector>
 
 #include "core/attention_maps.h"
-#include "core/map_source.h"
 #include "core/diagnostics.h"
 #include "core/error.h"
-#include "core/tokenizer.h"
 #include "core/language_model.h"
+#include "core/map_source.h"
+#include "core/tokenizer.h"
 
 namespace relulens::core {
 
 struct CaptureRequest {
     RunSpec run;
-    std::vector<HeadRef> maps;   // heads whose weights (and scores) are returned
-    bool allMaps = false;        // every head's weights (layers × heads × L × L floats)
-    bool mapScores = true;       // raw scores alongside the requested maps
-    bool lazyMaps = false;       // keep queries and keys so any map can be rebuilt (AttentionMaps)
-    bool slotActivations = true; // FFN memory-slot activations per layer
+    std::vector<HeadRef> maps;    // heads whose weights (and scores) are returned
+    bool allMaps = false;         // every head's weights (layers × heads × L × L floats)
+    bool mapScores = true;        // raw scores alongside the requested maps
+    bool lazyMaps = false;        // keep queries and keys so any map can be rebuilt (AttentionMaps)
+    bool slotActivations = true;  // FFN memory-slot activations per layer
     bool diagnostics = true;
     int topK = 5;
     double tauScale = 0.1;       // softmax sparsity threshold τ_i = tauScale / n_i
@@ -32,7 +32,7 @@ struct CaptureRequest {
     int64_t maxTokens = 16384;
     // Materialising every map at once (allMaps) costs layers × heads × L² floats.
     int64_t maxAllMapsTokens = 4096;
-    int64_t blockRows = 0;       // attention rows per block; 0 chooses from the input length
+    int64_t blockRows = 0;  // attention rows per block; 0 chooses from the input length
     // Every head's map max-pooled to at most this many cells a side while the forward pass runs
     // (0: none), so that overviews and thumbnails of long inputs need no second pass.
     int64_t overviewCells = 0;
@@ -58,23 +58,23 @@ struct Prediction {
 
 struct LayerCapture {
     AttentionDiagnostics attentionDiagnostics;
-    ResidualDiagnostics residual;   // the stream entering the layer, with the diagnostics
+    ResidualDiagnostics residual;  // the stream entering the layer, with the diagnostics
     FfnDiagnostics ffn;
     torch::Tensor slotActivations;  // (L, d_ff) CPU float, when requested
 };
 
-// What a capture can keep (capture's memoryOut) so that the next capture, of a text whose tokens start with
-// this one's (typing at the end, the common case), runs only the new tokens. The model is causal:
-// the first tokens' keys, values, head outputs and FFN activations do not change when tokens are
-// added after them. Opaque to the views.
+// What a capture can keep (capture's memoryOut) so that the next capture, of a text whose tokens
+// start with this one's (typing at the end, the common case), runs only the new tokens. The model
+// is causal: the first tokens' keys, values, head outputs and FFN activations do not change when
+// tokens are added after them. Opaque to the views.
 struct CaptureMemory {
     const LanguageModel* model = nullptr;
     CaptureRequest request;
     std::vector<int64_t> ids;
     // Per layer: keys and values (1, H_kv, L, dh); queries and head outputs (H, L, dh);
     // FFN input, slot activations and output, and the residual stream entering the layer (L, ·).
-    std::vector<torch::Tensor> keys, values, queries, headOutputs, ffnInput, slotActivations, ffnOutput,
-        residual;
+    std::vector<torch::Tensor> keys, values, queries, headOutputs, ffnInput, slotActivations,
+        ffnOutput, residual;
     // The diagnostics' and overviews' running state after the first `row` tokens. The last
     // tokens often change as a word is typed (a piece grows), so besides the state at the end a
     // checkpoint a few rows before it is kept, and a continuation starts from the later one
@@ -94,8 +94,8 @@ struct CaptureMemory {
 struct ChangeEffect {
     std::vector<double> deltaLogProb;  // log p_changed(t_i+1) − log p_unchanged(t_i+1)
     std::vector<double> kl;            // KL(p_unchanged ‖ p_changed) over the vocabulary, nats
-    double loss = 0;                   // mean −log p_changed(t_i+1): the text's loss with the change
-    double unchangedLoss = 0;          // ... without it
+    double loss = 0;           // mean −log p_changed(t_i+1): the text's loss with the change
+    double unchangedLoss = 0;  // ... without it
     std::vector<std::vector<Prediction>> unchangedPredictions;  // per position, top-k without it
 };
 
@@ -121,8 +121,8 @@ struct CaptureResult {
     std::vector<std::vector<Prediction>> predictions;  // per position, next-token top-k
     std::vector<LayerCapture> layers;
     std::shared_ptr<const MapSource> maps;  // every attention map the views and exports ask for
-    double milliseconds = 0;  // forward pass and capture
-    int64_t reusedTokens = 0;  // leading tokens taken from a previous capture's memory
+    double milliseconds = 0;                // forward pass and capture
+    int64_t reusedTokens = 0;               // leading tokens taken from a previous capture's memory
     // Leading layers taken from a previous capture of the same tokens whose run differed only
     // higher up (an override or ablation set on a layer above them): only the rest ran.
     int64_t reusedLayers = 0;

@@ -12,7 +12,8 @@ namespace {
 
 json buckets(const std::vector<VarianceBucket>& list, const char* lowKey, const char* highKey) {
     json out = json::array();
-    for (const auto& b : list) out.push_back({{lowKey, b.nLow}, {highKey, b.nHigh}, {"variance", b.variance}});
+    for (const auto& b : list)
+        out.push_back({{lowKey, b.nLow}, {highKey, b.nHigh}, {"variance", b.variance}});
     return out;
 }
 
@@ -37,7 +38,9 @@ json sparsityRule(const SparsityRule& rule, const char* tauOf) {
 }
 
 // NaN (a norm over no tokens) as null.
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number(double v) {
+    return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 json sinkToJson(const SinkDiagnostics& s) {
     return {{"first_token_share", s.firstTokenShare},
@@ -68,7 +71,8 @@ json runSpecToJson(const RunSpec& run) {
     attention["label"] = run.attention.label();
     json overrides = json::array();
     for (const auto& o : run.overrides) {
-        json entry = {{"layer", o.layer}, {"head", o.head < 0 ? json() : json(o.head)}, {"label", o.label()}};
+        json entry = {
+            {"layer", o.layer}, {"head", o.head < 0 ? json() : json(o.head)}, {"label", o.label()}};
         if (o.ablation == Ablation::None) {
             entry["attention"] = attentionSpecToJson(o.spec);
         } else {
@@ -95,7 +99,8 @@ json captureToJson(const CaptureResult& r) {
     }
     out["tokens"] = tokens;
 
-    const SparsityRule attentionRule = attentionSparsityRule(r.run, r.model.nLayers, r.model.nHeads, r.tauScale);
+    const SparsityRule attentionRule =
+        attentionSparsityRule(r.run, r.model.nLayers, r.model.nHeads, r.tauScale);
     json layers = json::array();
     for (size_t l = 0; l < r.layers.size(); ++l) {
         const auto& layer = r.layers[l];
@@ -117,8 +122,8 @@ json captureToJson(const CaptureResult& r) {
         json ffn = {{"sparsity", layer.ffn.sparsity},
                     {"sparsity_rule", sparsityRule(layer.ffn.rule, "d_ff")},
                     {"output_variance", layer.ffn.outputVariance},
-                    {"output_variance_by_slots", buckets(layer.ffn.outputVarianceBySlots,
-                                                         "slots_from", "slots_to")}};
+                    {"output_variance_by_slots",
+                     buckets(layer.ffn.outputVarianceBySlots, "slots_from", "slots_to")}};
         layers.push_back({{"layer", l},
                           {"sparsity_rule", sparsityRule(attentionRule, "n_i")},
                           {"heads", heads},
@@ -141,7 +146,8 @@ json captureToJson(const CaptureResult& r) {
 
     json maps = json::array();
     for (const auto& m : r.maps->requested()) {
-        json entry = {{"layer", m.ref.layer}, {"head", m.ref.head}, {"weights", raggedRows(m.weights)}};
+        json entry = {
+            {"layer", m.ref.layer}, {"head", m.ref.head}, {"weights", raggedRows(m.weights)}};
         if (m.scores.defined()) entry["scores"] = raggedRows(m.scores);
         maps.push_back(entry);
     }
@@ -158,9 +164,10 @@ json captureToJson(const CaptureResult& r) {
         const auto& p = r.lens->nextTokenProbability;
         for (int64_t l = 0; l < p.size(0); ++l) {
             const auto row = p[l].contiguous();
-            perLayer.push_back({{"layer", l},
-                                {"next_token_probability",
-                                 std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel())}});
+            perLayer.push_back(
+                {{"layer", l},
+                 {"next_token_probability",
+                  std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel())}});
         }
         json top = json::array();
         for (const auto& at : r.lens->top) {
@@ -168,7 +175,8 @@ json captureToJson(const CaptureResult& r) {
             for (size_t l = 0; l < at.layers.size(); ++l) {
                 json entries = json::array();
                 for (const auto& pr : at.layers[l]) {
-                    entries.push_back({{"id", pr.id}, {"piece", pr.piece}, {"probability", pr.probability}});
+                    entries.push_back(
+                        {{"id", pr.id}, {"piece", pr.piece}, {"probability", pr.probability}});
                 }
                 layersTop.push_back({{"layer", l}, {"top", entries}});
             }

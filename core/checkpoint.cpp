@@ -77,7 +77,8 @@ Result<LoadedModel> loadRelulensFolder(const std::string& folder) {
                      std::to_string(tokenizer->vocabSize()) + " pieces, config.json says " +
                      std::to_string(model->config().vocabSize)};
     }
-    return LoadedModel{folder, std::make_shared<Transformer>(std::move(*model)), std::move(*tokenizer)};
+    return LoadedModel{folder, std::make_shared<Transformer>(std::move(*model)),
+                       std::move(*tokenizer)};
 }
 
 Status saveModelFolder(const std::string& folder, const Transformer& model,
@@ -99,9 +100,11 @@ Status saveModelFolder(const std::string& folder, const Transformer& model,
         return s;
     }
     const fs::path target = dir / "tokenizer.model";
-    if (!tokenizerPath.empty() && !(fs::exists(target, ec) && fs::equivalent(tokenizerPath, target, ec))) {
+    if (!tokenizerPath.empty() &&
+        !(fs::exists(target, ec) && fs::equivalent(tokenizerPath, target, ec))) {
         fs::copy_file(tokenizerPath, target, fs::copy_options::overwrite_existing, ec);
-        if (ec) return Error{target.string() + ": cannot copy the tokenizer (" + ec.message() + ")"};
+        if (ec)
+            return Error{target.string() + ": cannot copy the tokenizer (" + ec.message() + ")"};
     }
     return {};
 }

@@ -21,8 +21,9 @@ Result<torch::Device> selectDevice(const std::string& name) {
     if (name == "cpu") return torch::Device(torch::kCPU);
     if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
         if (!torch::cuda::is_available()) {
-            return Error{"device '" + name +
-                         "' requested, but this LibTorch build or machine has no CUDA; use --device cpu"};
+            return Error{
+                "device '" + name +
+                "' requested, but this LibTorch build or machine has no CUDA; use --device cpu"};
         }
         int index = 0;
         if (name.size() > 5) {
@@ -42,10 +43,11 @@ Result<torch::Device> selectDevice(const std::string& name) {
 }
 
 std::string deviceReport() {
-    std::string report = "LibTorch " + std::string(TORCH_VERSION) + ", CUDA in LibTorch: " +
-                         (torch::cuda::is_available()
-                              ? "yes (" + std::to_string(torch::cuda::device_count()) + " device(s))"
-                              : std::string("no"));
+    std::string report =
+        "LibTorch " + std::string(TORCH_VERSION) + ", CUDA in LibTorch: " +
+        (torch::cuda::is_available()
+             ? "yes (" + std::to_string(torch::cuda::device_count()) + " device(s))"
+             : std::string("no"));
 #ifdef RELULENS_HAVE_CUDA_PROBE
     report += ", " + cudaRuntimeReport();
 #else

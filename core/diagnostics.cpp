@@ -22,7 +22,8 @@ SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale) {
     return SparsityRule{spec.hasExactZeros(), tauScale};
 }
 
-SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t heads, double tauScale) {
+SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t heads,
+                                   double tauScale) {
     bool exact = true;
     for (int64_t l = 0; l < layers && exact; ++l) {
         for (int64_t h = 0; h < heads && exact; ++h) {
@@ -149,11 +150,11 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
     // Entropy of the row normalised to sum 1, over its positive entries:
     // -Σ p log p with p = w / m is (log m · Σ w⁺ - Σ w⁺ log w⁺) / m.
     const auto positive = w.clamp_min(0);
-    const auto entropy = torch::where(
-        hasMass,
-        (safeMass.log() * positive.sum(-1) -
-         (positive * positive.clamp_min(1e-30f).log()).sum(-1)) / safeMass,
-        torch::zeros_like(mass));
+    const auto entropy = torch::where(hasMass,
+                                      (safeMass.log() * positive.sum(-1) -
+                                       (positive * positive.clamp_min(1e-30f).log()).sum(-1)) /
+                                          safeMass,
+                                      torch::zeros_like(mass));
     const auto top1 = w.amax(-1) / safeMass;
     const auto topPct = largestSums(w, r0, window_) / safeMass;
 
@@ -180,7 +181,8 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
     // Σ w⁺ log w⁺ per row in vectorised passes (0 · log 1e-30 is 0; xlogy gives the same but
     // calls a scalar logf per entry in this LibTorch); the rest row by row below.
     const auto positive = w.clamp_min(0);
-    const auto plogp = positive.clamp_min(1e-30f).log_().mul_(positive).sum(-1).contiguous();  // (H, R)
+    const auto plogp =
+        positive.clamp_min(1e-30f).log_().mul_(positive).sum(-1).contiguous();  // (H, R)
     const float* p = w.data_ptr<float>();
     const float* pl = plogp.data_ptr<float>();
     float* sparse = sparseCount_.data_ptr<float>();
@@ -222,7 +224,8 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
             mass[out] = float(sum);
             const bool hasMass = sum > 0;
             const double safe = hasMass ? sum : 1.0;
-            entropy[out] = hasMass ? float((std::log(safe) * positiveSum - double(pl[row])) / safe) : 0.0f;
+            entropy[out] =
+                hasMass ? float((std::log(safe) * positiveSum - double(pl[row])) / safe) : 0.0f;
             top1[out] = float(double(best) / safe);
             topPct[out] = float(largest / safe);
             firstKey[out] = x[0];
@@ -243,7 +246,8 @@ AttentionDiagnosticsAccumulator AttentionDiagnosticsAccumulator::resized(int64_t
     return out;
 }
 
-AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor& headOutputs) const {
+AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(
+    const torch::Tensor& headOutputs) const {
     const int64_t H = heads_, L = tokens_;
     const auto device = mass_.device();
     const auto n = visibleCounts(L, 0, device, window_).squeeze(1);  // (L)
@@ -274,15 +278,18 @@ AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(const torch::Tensor
     if (L > 1) {
         const auto later = hasMass.narrow(1, 1, L - 1);
         const auto laterF = later.to(torch::kFloat32);
-        const auto ratio = torch::where(later, first_.narrow(1, 1, L - 1) / mass_.narrow(1, 1, L - 1).clamp_min(1e-30),
-                                        torch::zeros({}, mass_.options()));
+        const auto ratio = torch::where(
+            later, first_.narrow(1, 1, L - 1) / mass_.narrow(1, 1, L - 1).clamp_min(1e-30),
+            torch::zeros({}, mass_.options()));
         share = toVector(ratio.sum(-1) / laterF.sum(-1).clamp_min(1));
         zeroMass = toVector((L - 1) - laterF.sum(-1));
     }  // (a one-token text has no row after the first: share 0)
     const auto sinkScore = toVector(first_.mean(-1));
     // Bin d holds L - d visible entries.
-    const auto counts = (L - torch::arange(L, torch::TensorOptions().dtype(torch::kFloat32).device(device)));
-    const auto profileCpu = (distanceSums_ / counts.unsqueeze(0)).to(torch::kCPU, torch::kFloat64).contiguous();
+    const auto counts =
+        (L - torch::arange(L, torch::TensorOptions().dtype(torch::kFloat32).device(device)));
+    const auto profileCpu =
+        (distanceSums_ / counts.unsqueeze(0)).to(torch::kCPU, torch::kFloat64).contiguous();
     for (int64_t h = 0; h < H; ++h) {
         HeadDiagnostics d;
         d.sparsity = sparsityV[size_t(h)];
@@ -325,16 +332,19 @@ ResidualDiagnostics residualDiagnostics(const torch::Tensor& stream) {
 void completeSinkDiagnostics(std::vector<HeadDiagnostics>& heads, const torch::Tensor& keys,
                              const torch::Tensor& values, double threshold) {
     const int64_t H = int64_t(heads.size());
-    for (int64_t h = 0; h < H; ++h) heads[size_t(h)].sink.sinkHead = heads[size_t(h)].sink.sinkScore > threshold;
+    for (int64_t h = 0; h < H; ++h)
+        heads[size_t(h)].sink.sinkHead = heads[size_t(h)].sink.sinkScore > threshold;
     if (!keys.defined() || !values.defined() || H == 0) return;
     const int64_t kv = keys.size(0), group = std::max<int64_t>(1, H / kv);
-    auto norms = [](const torch::Tensor& t) {  // (H_kv, L, dh) -> per kv head: ||t_0||, mean_{j>=1} ||t_j||
-        const auto n = t.to(torch::kFloat32).norm(2, -1);  // (H_kv, L)
-        const auto first = toVector(n.select(1, 0));
-        const auto others = n.size(1) > 1 ? toVector(n.narrow(1, 1, n.size(1) - 1).mean(-1))
-                                           : std::vector<double>(size_t(n.size(0)), std::nan(""));
-        return std::pair{first, others};
-    };
+    auto norms =
+        [](const torch::Tensor& t) {  // (H_kv, L, dh) -> per kv head: ||t_0||, mean_{j>=1} ||t_j||
+            const auto n = t.to(torch::kFloat32).norm(2, -1);  // (H_kv, L)
+            const auto first = toVector(n.select(1, 0));
+            const auto others = n.size(1) > 1
+                                    ? toVector(n.narrow(1, 1, n.size(1) - 1).mean(-1))
+                                    : std::vector<double>(size_t(n.size(0)), std::nan(""));
+            return std::pair{first, others};
+        };
     const auto [firstKey, otherKey] = norms(keys);
     const auto [firstValue, otherValue] = norms(values);
     for (int64_t h = 0; h < H; ++h) {
@@ -374,12 +384,19 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
     auto input = ffnInput;
     if (L > kSlotCurveTokens) {
         input = ffnInput.index_select(
-            0, torch::linspace(0, double(L - 1), kSlotCurveTokens, ffnInput.options()).round().to(torch::kLong));
+            0, torch::linspace(0, double(L - 1), kSlotCurveTokens, ffnInput.options())
+                   .round()
+                   .to(torch::kLong));
     }
     const auto pre = ffnPreActivations(input, w, kind);
-    for (int64_t n = std::min<int64_t>(N, 16); ; n = std::min(N, n * 2)) {
-        FfnWeights sub{w.w1.narrow(0, 0, n), w.b1.narrow(0, 0, n), w.w2.narrow(1, 0, n),
-                       torch::zeros_like(w.b2), w.lnW, w.lnB, w.eps};
+    for (int64_t n = std::min<int64_t>(N, 16);; n = std::min(N, n * 2)) {
+        FfnWeights sub{w.w1.narrow(0, 0, n),
+                       w.b1.narrow(0, 0, n),
+                       w.w2.narrow(1, 0, n),
+                       torch::zeros_like(w.b2),
+                       w.lnW,
+                       w.lnB,
+                       w.eps};
         auto m = ffnActivation(pre.narrow(-1, 0, n), kind);
         double variance = ffnOutput(m, sub, kind).var(false).item<double>();
         out.outputVarianceBySlots.push_back({1, n, variance});
@@ -403,13 +420,16 @@ FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tens
     // doubling adds the next columns' product to the last.
     auto sample = slots;
     if (L > kSlotCurveTokens) {
-        sample = slots.index_select(0, torch::linspace(0, double(L - 1), kSlotCurveTokens, slots.options())
-                                           .round().to(torch::kLong));
+        sample = slots.index_select(
+            0, torch::linspace(0, double(L - 1), kSlotCurveTokens, slots.options())
+                   .round()
+                   .to(torch::kLong));
     }
     torch::Tensor partial;
     int64_t done = 0;
     for (int64_t n = std::min<int64_t>(N, 16);; n = std::min(N, n * 2)) {
-        const auto part = torch::linear(sample.narrow(-1, done, n - done), w.down.narrow(1, done, n - done));
+        const auto part =
+            torch::linear(sample.narrow(-1, done, n - done), w.down.narrow(1, done, n - done));
         partial = partial.defined() ? partial + part : part;
         done = n;
         out.outputVarianceBySlots.push_back({1, n, partial.var(false).item<double>()});

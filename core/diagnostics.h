@@ -1,7 +1,7 @@
 // The per-head and per-layer diagnostics of PAPERS.md, computed from captured tensors.
 #pragma once
-#include <string>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/ffn.h"
@@ -36,14 +36,14 @@ struct SinkDiagnostics {
 };
 
 struct HeadDiagnostics {
-    double sparsity = 0;        // share of visible entries counted sparse
-    double rowMass = 0;         // mean over rows of Σ_j α_ij
-    double rowMassStd = 0;      // its spread over rows
-    double entropy = 0;         // mean row entropy (nats) after normalising rows to sum 1
+    double sparsity = 0;            // share of visible entries counted sparse
+    double rowMass = 0;             // mean over rows of Σ_j α_ij
+    double rowMassStd = 0;          // its spread over rows
+    double entropy = 0;             // mean row entropy (nats) after normalising rows to sum 1
     double topShare = 0;            // mean share of row mass in the top entry
     double topOnePercentShare = 0;  // ... in the top ceil(1 % of n_i) entries
-    double outputVariance = 0;  // variance of the head's output α·v
-    int64_t emptyRows = 0;      // rows whose mass is exactly 0 (left out of entropy/top ratio)
+    double outputVariance = 0;      // variance of the head's output α·v
+    int64_t emptyRows = 0;          // rows whose mass is exactly 0 (left out of entropy/top ratio)
     std::vector<double> distanceProfile;  // mean weight at query–key distance 0..L-1
     SinkDiagnostics sink;
 };
@@ -56,7 +56,7 @@ struct ResidualPeak {
 struct ResidualDiagnostics {
     std::vector<ResidualPeak> largest;  // the (up to) three largest |h|, largest first
     double medianAbs = 0;               // median |h| over every token and dimension
-    double kurtosis = 0;                // E[(h − mean)⁴] / var² over every entry (3 for a Gaussian)
+    double kurtosis = 0;  // E[(h − mean)⁴] / var² over every entry (3 for a Gaussian)
     double largestOverMedian() const {
         return largest.empty() || medianAbs <= 0 ? 0 : std::abs(largest[0].value) / medianAbs;
     }
@@ -69,24 +69,25 @@ struct VarianceBucket {
 
 struct AttentionDiagnostics {
     std::vector<HeadDiagnostics> heads;
-    torch::Tensor rowSparsity;  // (H, L) per query token
-    torch::Tensor rowEntropy;   // (H, L)
-    torch::Tensor rowMass;      // (H, L)
+    torch::Tensor rowSparsity;                      // (H, L) per query token
+    torch::Tensor rowEntropy;                       // (H, L)
+    torch::Tensor rowMass;                          // (H, L)
     std::vector<VarianceBucket> outputVarianceByN;  // mean over heads, power-of-two buckets of n
 };
 
 struct FfnDiagnostics {
-    double sparsity = 0;   // share of slot activations counted sparse
-    SparsityRule rule;     // exact zeros for relu; below tauScale / d_ff otherwise
+    double sparsity = 0;  // share of slot activations counted sparse
+    SparsityRule rule;    // exact zeros for relu; below tauScale / d_ff otherwise
     double outputVariance = 0;
     std::vector<VarianceBucket> outputVarianceBySlots;  // memory restricted to the first N slots
-    torch::Tensor tokenSparsity;  // (L)
+    torch::Tensor tokenSparsity;                        // (L)
 };
 
 SparsityRule attentionSparsityRule(const AttentionSpec& spec, double tauScale);
 // With overrides: exact zeros only when every head of every layer counts them (a zeroed head
 // does, a uniform one does not); otherwise τ_i for every head, which counts exact zeros too.
-SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t heads, double tauScale);
+SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t heads,
+                                   double tauScale);
 
 // Builds AttentionDiagnostics from blocks of query rows, so that no (H, L, L) map has to exist
 // at once. Every block holds rows rowOffset..rowOffset+R-1 against keys 0..K-1 (K at least

@@ -34,9 +34,10 @@ Result<std::vector<ContextLoss>> evaluateContexts(const LanguageModel& model,
             }
             auto logits = model.forward(torch::stack(inputs).to(model.device()), run);
             auto logProbabilities = torch::log_softmax(logits.to(torch::kFloat32), -1);
-            auto picked = logProbabilities.gather(-1, torch::stack(targets).to(model.device())
-                                                           .unsqueeze(-1));
-            const auto perWindow = (-picked.squeeze(-1).to(torch::kFloat64).mean(1)).to(torch::kCPU);
+            auto picked =
+                logProbabilities.gather(-1, torch::stack(targets).to(model.device()).unsqueeze(-1));
+            const auto perWindow =
+                (-picked.squeeze(-1).to(torch::kFloat64).mean(1)).to(torch::kCPU);
             for (int64_t r = 0; r < rows; ++r) windowLosses.push_back(perWindow[r].item<double>());
         }
         ContextLoss loss;

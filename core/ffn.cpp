@@ -9,12 +9,17 @@ torch::Tensor ffnPreActivations(const torch::Tensor& x, const FfnWeights& w, Ffn
 
 torch::Tensor ffnActivation(const torch::Tensor& pre, FfnKind kind) {
     switch (kind) {
-        case FfnKind::Relu: return torch::relu(pre);
-        case FfnKind::Gelu: return torch::gelu(pre);
-        case FfnKind::Silu: return torch::silu(pre);
-        case FfnKind::GeluTanh: return torch::gelu(pre, "tanh");
+        case FfnKind::Relu:
+            return torch::relu(pre);
+        case FfnKind::Gelu:
+            return torch::gelu(pre);
+        case FfnKind::Silu:
+            return torch::silu(pre);
+        case FfnKind::GeluTanh:
+            return torch::gelu(pre, "tanh");
         case FfnKind::Softmax:
-        case FfnKind::SoftmaxLn: return torch::softmax(pre, -1);
+        case FfnKind::SoftmaxLn:
+            return torch::softmax(pre, -1);
     }
     return pre;
 }
@@ -28,8 +33,10 @@ torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind
         case FfnKind::Relu:
         case FfnKind::Gelu:
         case FfnKind::Silu:
-        case FfnKind::GeluTanh: return torch::linear(slots, w.w2, w.b2);
-        case FfnKind::Softmax: return torch::linear(slots, w.w2);
+        case FfnKind::GeluTanh:
+            return torch::linear(slots, w.w2, w.b2);
+        case FfnKind::Softmax:
+            return torch::linear(slots, w.w2);
         case FfnKind::SoftmaxLn:
             return torch::layer_norm(torch::linear(slots, w.w2), {w.w2.size(0)}, w.lnW, w.lnB,
                                      w.eps);
@@ -38,7 +45,8 @@ torch::Tensor ffnOutput(const torch::Tensor& slots, const FfnWeights& w, FfnKind
 }
 
 torch::Tensor gatedSlotActivations(const torch::Tensor& x, const GatedFfnWeights& w, FfnKind kind) {
-    return ffnActivation(torch::linear(x, w.gate, w.gateBias), kind) * torch::linear(x, w.up, w.upBias);
+    return ffnActivation(torch::linear(x, w.gate, w.gateBias), kind) *
+           torch::linear(x, w.up, w.upBias);
 }
 
 torch::Tensor gatedFfnOutput(const torch::Tensor& slots, const GatedFfnWeights& w) {

@@ -6,12 +6,12 @@
 namespace relulens::core {
 
 struct FfnWeights {
-    torch::Tensor w1;      // (d_ff, d)
-    torch::Tensor b1;      // (d_ff)
-    torch::Tensor w2;      // (d, d_ff)
-    torch::Tensor b2;      // (d)
-    torch::Tensor lnW;     // (d) layer norm after the memory, softmax_ln only
-    torch::Tensor lnB;     // (d)
+    torch::Tensor w1;   // (d_ff, d)
+    torch::Tensor b1;   // (d_ff)
+    torch::Tensor w2;   // (d, d_ff)
+    torch::Tensor b2;   // (d)
+    torch::Tensor lnW;  // (d) layer norm after the memory, softmax_ln only
+    torch::Tensor lnB;  // (d)
     double eps = 1e-5;
 };
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <nlohmann/json.hpp>
 
 #include "core/hf_config.h"
 #include "core/llama_model.h"
@@ -29,7 +29,8 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 }
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Result<json> readJson(const std::string& path) {
@@ -52,7 +53,8 @@ public:
     static std::shared_ptr<WeightArena> create(size_t bytes) {
         auto arena = std::shared_ptr<WeightArena>(new WeightArena);
         arena->bytes_ = std::max<size_t>(bytes, 1);
-        void* p = mmap(nullptr, arena->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void* p = mmap(nullptr, arena->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
         if (p == MAP_FAILED) return nullptr;
         madvise(p, arena->bytes_, MADV_HUGEPAGE);
         arena->base_ = static_cast<char*>(p);
@@ -67,7 +69,8 @@ public:
         float* at = reinterpret_cast<float*>(base_ + used_);
         used_ += footprint(elements);
         auto self = shared_from_this();
-        return torch::from_blob(at, shape, [self](void*) {}, torch::TensorOptions().dtype(torch::kFloat32));
+        return torch::from_blob(
+            at, shape, [self](void*) {}, torch::TensorOptions().dtype(torch::kFloat32));
     }
 
 private:
@@ -107,10 +110,12 @@ Result<std::vector<std::shared_ptr<SafetensorsMapping>>> openWeights(const fs::p
         *weightMap = (*j)["weight_map"];
         std::set<std::string> unique;
         for (auto it = weightMap->begin(); it != weightMap->end(); ++it) {
-            if (!it.value().is_string()) return Error{index.string() + ": weight_map entries must be file names"};
+            if (!it.value().is_string())
+                return Error{index.string() + ": weight_map entries must be file names"};
             const std::string file = it.value().get<std::string>();
             if (file.find('/') != std::string::npos || file == "..") {
-                return Error{index.string() + ": weight_map names '" + file + "', outside the folder"};
+                return Error{index.string() + ": weight_map names '" + file +
+                             "', outside the folder"};
             }
             if (unique.insert(file).second) names.push_back(file);
         }
@@ -172,11 +177,13 @@ Status locateTensors(OpenFolder& f, const json& weightMap) {
         auto it = all.find(t.name);
         if (it == all.end()) {
             if (t.name == "lm_head.weight") continue;  // absent: the embedding serves (tied)
-            return Error{f.listing + ": tensor '" + t.name + "' is missing (config.json expects it)"};
+            return Error{f.listing + ": tensor '" + t.name +
+                         "' is missing (config.json expects it)"};
         }
         if (it->second.entry->shape != t.shape) {
             return Error{it->second.file->path() + ": tensor '" + t.name + "' has shape " +
-                         shapeText(it->second.entry->shape) + ", config says " + shapeText(t.shape)};
+                         shapeText(it->second.entry->shape) + ", config says " +
+                         shapeText(t.shape)};
         }
         f.tensors[t.name] = it->second;
     }
@@ -198,7 +205,8 @@ bool looksLikeTiktoken(const fs::path& path) {
     if (space == std::string::npos || space == 0) return false;
     for (size_t i = 0; i < space; ++i) {
         const char c = line[i];
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=') return false;
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=')
+            return false;
     }
     return line.find_first_not_of("0123456789", space + 1) == std::string::npos;
 }
@@ -218,15 +226,19 @@ Result<Tokenizer> chooseTokenizer(const fs::path& dir) {
                            : spm.error();
         if (!hasJson) return Error{modelProblem + ", and there is no tokenizer.json beside it"};
     }
-    if (!hasJson) return Error{model.string() + ": missing (no tokenizer.model or tokenizer.json in the folder)"};
-    return Tokenizer::loadJson(json.string(), fs::exists(config, ec) ? config.string() : std::string());
+    if (!hasJson)
+        return Error{model.string() +
+                     ": missing (no tokenizer.model or tokenizer.json in the folder)"};
+    return Tokenizer::loadJson(json.string(),
+                               fs::exists(config, ec) ? config.string() : std::string());
 }
 
 Status openTokenizer(OpenFolder& f, const fs::path& dir) {
     auto tokenizer = chooseTokenizer(dir);
     if (!tokenizer) return Error{tokenizer.error()};
     if (tokenizer->vocabSize() > f.config.vocab) {
-        return Error{tokenizer->path() + ": the tokenizer has " + std::to_string(tokenizer->vocabSize()) +
+        return Error{tokenizer->path() + ": the tokenizer has " +
+                     std::to_string(tokenizer->vocabSize()) +
                      " pieces, config.json says vocab_size " + std::to_string(f.config.vocab)};
     }
     if (tokenizer->kind() == "bpe") {  // its template and tokenizer_config.json chose the BOS
@@ -247,18 +259,23 @@ Status openTokenizer(OpenFolder& f, const fs::path& dir) {
         }
         if (j->contains("bos_token")) {
             const auto& b = (*j)["bos_token"];
-            if (b.is_string()) bosPiece = b.get<std::string>();
-            else if (b.is_object() && b.contains("content") && b["content"].is_string()) bosPiece = b["content"].get<std::string>();
+            if (b.is_string())
+                bosPiece = b.get<std::string>();
+            else if (b.is_object() && b.contains("content") && b["content"].is_string())
+                bosPiece = b["content"].get<std::string>();
         }
     }
     if (addBos) {
         int64_t bos = f.config.bosId;
         if (bos < 0 && !bosPiece.empty()) bos = tokenizer->pieceId(bosPiece);
         if (bos < 0 || bos >= tokenizer->vocabSize()) {
-            return Error{dir.string() + ": the tokenizer should add a BOS token, but " +
-                         (bos < 0 ? std::string("neither config.json (bos_token_id) nor tokenizer_config.json names one")
-                                  : "bos_token_id " + std::to_string(bos) + " is outside the tokenizer's " +
-                                        std::to_string(tokenizer->vocabSize()) + " pieces")};
+            return Error{
+                dir.string() + ": the tokenizer should add a BOS token, but " +
+                (bos < 0
+                     ? std::string(
+                           "neither config.json (bos_token_id) nor tokenizer_config.json names one")
+                     : "bos_token_id " + std::to_string(bos) + " is outside the tokenizer's " +
+                           std::to_string(tokenizer->vocabSize()) + " pieces")};
         }
         tokenizer->setBos(bos);
     }
@@ -315,15 +332,18 @@ Result<LoadedModel> loadHfFolder(const std::string& folder, const LoadOptions& o
         arenaBytes += WeightArena::footprint(where.entry->elements());
     }
     auto arena = WeightArena::create(arenaBytes);
-    if (!arena) return Error{folder + ": cannot allocate " + std::to_string(arenaBytes >> 20) + " MB for the weights"};
+    if (!arena)
+        return Error{folder + ": cannot allocate " + std::to_string(arenaBytes >> 20) +
+                     " MB for the weights"};
     auto read = [&](const std::string& name) -> Result<torch::Tensor> {
-        if (options.cancel && options.cancel->load()) return Error{"loading " + folder + " was cancelled"};
+        if (options.cancel && options.cancel->load())
+            return Error{"loading " + folder + " was cancelled"};
         const Located& where = f.tensors.at(name);
         auto t = arena->take(where.entry->shape, where.entry->elements());
         const int64_t bad = where.file->convert(*where.entry, t.data_ptr<float>());
         if (bad > 0) {
-            return Error{where.file->path() + ": tensor '" + name + "' holds " + std::to_string(bad) +
-                         " NaN or infinite value(s)"};
+            return Error{where.file->path() + ": tensor '" + name + "' holds " +
+                         std::to_string(bad) + " NaN or infinite value(s)"};
         }
         done += where.entry->end - where.entry->begin;
         if (options.progress) options.progress(total ? double(done) / double(total) : 1.0, name);

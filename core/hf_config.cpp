@@ -14,9 +14,10 @@ const char* kSupported = "llama, mistral, qwen2, qwen3 and gemma";
 
 // model_type, or the family of the first architecture when model_type is absent.
 std::string familyOf(const json& j) {
-    if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
-    if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-        j["architectures"][0].is_string()) {
+    if (j.contains("model_type") && j["model_type"].is_string())
+        return j["model_type"].get<std::string>();
+    if (j.contains("architectures") && j["architectures"].is_array() &&
+        !j["architectures"].empty() && j["architectures"][0].is_string()) {
         const std::string a = j["architectures"][0].get<std::string>();
         const std::pair<const char*, const char*> known[] = {
             {"LlamaForCausalLM", "llama"},  {"MistralForCausalLM", "mistral"},
@@ -32,7 +33,8 @@ std::string familyOf(const json& j) {
 }
 
 Result<int64_t> integer(const json& j, const char* key, int64_t lo, int64_t hi) {
-    if (!j.contains(key) || j[key].is_null()) return Error{std::string("missing key '") + key + "'"};
+    if (!j.contains(key) || j[key].is_null())
+        return Error{std::string("missing key '") + key + "'"};
     if (!j[key].is_number_integer()) return Error{std::string("'") + key + "' must be an integer"};
     const int64_t v = j[key].get<int64_t>();
     if (v < lo || v > hi) {
@@ -65,19 +67,24 @@ Result<FfnKind> activationOf(const std::string& family, const json& j) {
 Status readRope(const json& j, HfConfig& c) {
     // transformers v5 may group the rope settings under rope_parameters.
     const json* parameters = j.contains("rope_parameters") && j["rope_parameters"].is_object()
-                                 ? &j["rope_parameters"] : nullptr;
-    auto theta = number(j, "rope_theta", parameters ? parameters->value("rope_theta", 10000.0) : 10000.0);
+                                 ? &j["rope_parameters"]
+                                 : nullptr;
+    auto theta =
+        number(j, "rope_theta", parameters ? parameters->value("rope_theta", 10000.0) : 10000.0);
     if (!theta) return Error{theta.error()};
     c.ropeTheta = *theta;
     if (!(c.ropeTheta > 1.0) || !std::isfinite(c.ropeTheta)) return Error{"rope_theta must be > 1"};
-    const json* scaling = j.contains("rope_scaling") && j["rope_scaling"].is_object() ? &j["rope_scaling"] : parameters;
+    const json* scaling = j.contains("rope_scaling") && j["rope_scaling"].is_object()
+                              ? &j["rope_scaling"]
+                              : parameters;
     if (!scaling) return {};
     std::string type = scaling->value("rope_type", scaling->value("type", std::string("default")));
     if (type == "default") return {};
     auto factor = number(*scaling, "factor", 1.0);
     if (!factor) return Error{"rope_scaling: " + factor.error()};
     c.ropeScaling.factor = *factor;
-    if (!(*factor >= 1.0) || !std::isfinite(*factor)) return Error{"rope_scaling: factor must be >= 1"};
+    if (!(*factor >= 1.0) || !std::isfinite(*factor))
+        return Error{"rope_scaling: factor must be >= 1"};
     if (type == "linear") {
         c.ropeScaling.kind = RopeScaling::Kind::Linear;
         return {};
@@ -86,10 +93,12 @@ Status readRope(const json& j, HfConfig& c) {
         c.ropeScaling.kind = RopeScaling::Kind::Llama3;
         auto low = number(*scaling, "low_freq_factor", 1.0);
         auto high = number(*scaling, "high_freq_factor", 4.0);
-        if (!low || !high) return Error{"rope_scaling: low_freq_factor and high_freq_factor must be numbers"};
+        if (!low || !high)
+            return Error{"rope_scaling: low_freq_factor and high_freq_factor must be numbers"};
         c.ropeScaling.lowFrequencyFactor = *low;
         c.ropeScaling.highFrequencyFactor = *high;
-        if (!(*high > *low) || !(*low > 0)) return Error{"rope_scaling: need 0 < low_freq_factor < high_freq_factor"};
+        if (!(*high > *low) || !(*low > 0))
+            return Error{"rope_scaling: need 0 < low_freq_factor < high_freq_factor"};
         auto original = integer(*scaling, "original_max_position_embeddings", 1, 1 << 24);
         if (!original) return Error{"rope_scaling: " + original.error()};
         c.ropeScaling.originalMaxPositions = *original;
@@ -103,7 +112,8 @@ Status readWindows(const json& j, HfConfig& c) {
     c.windows.assign(size_t(c.layers), 0);
     int64_t window = 0;
     if (c.family == "mistral") {
-        if (!j.contains("sliding_window")) window = 4096;  // the class default when the key is absent
+        if (!j.contains("sliding_window"))
+            window = 4096;  // the class default when the key is absent
         else if (!j["sliding_window"].is_null()) {
             auto w = integer(j, "sliding_window", 1, int64_t(1) << 30);
             if (!w) return Error{w.error()};
@@ -113,7 +123,8 @@ Status readWindows(const json& j, HfConfig& c) {
         return {};
     }
     if (c.family != "qwen2" && c.family != "qwen3") return {};
-    if (!flag(j, "use_sliding_window", false) || !j.contains("sliding_window") || j["sliding_window"].is_null()) {
+    if (!flag(j, "use_sliding_window", false) || !j.contains("sliding_window") ||
+        j["sliding_window"].is_null()) {
         return {};
     }
     auto w = integer(j, "sliding_window", 1, int64_t(1) << 30);
@@ -143,14 +154,16 @@ Result<HfConfig> hfConfigFromJson(const json& j) {
     HfConfig c;
     c.family = familyOf(j);
     if (c.family == "gemma2" || c.family == "gemma3") {
-        return Error{"model_type '" + c.family +
-                     "' uses attention and final-logit soft-capping and extra norms, which ReluLens "
-                     "does not implement; it opens " + kSupported + " checkpoints"};
+        return Error{
+            "model_type '" + c.family +
+            "' uses attention and final-logit soft-capping and extra norms, which ReluLens "
+            "does not implement; it opens " +
+            kSupported + " checkpoints"};
     }
-    if (c.family != "llama" && c.family != "mistral" && c.family != "qwen2" && c.family != "qwen3" &&
-        c.family != "gemma") {
-        return Error{"model_type '" + c.family + "' is not supported; ReluLens opens " + kSupported +
-                     " checkpoints (and its own models)"};
+    if (c.family != "llama" && c.family != "mistral" && c.family != "qwen2" &&
+        c.family != "qwen3" && c.family != "gemma") {
+        return Error{"model_type '" + c.family + "' is not supported; ReluLens opens " +
+                     kSupported + " checkpoints (and its own models)"};
     }
     try {
         struct Field {
@@ -183,9 +196,12 @@ Result<HfConfig> hfConfigFromJson(const json& j) {
             if (!v) return Error{v.error()};
             c.headDim = *v;
         } else if (c.hidden % c.heads != 0) {
-            return Error{"hidden_size is not a multiple of num_attention_heads and no head_dim is given"};
+            return Error{
+                "hidden_size is not a multiple of num_attention_heads and no head_dim is given"};
         }
-        if (c.headDim % 2 != 0) return Error{"head_dim " + std::to_string(c.headDim) + " is odd; rotary positions need it even"};
+        if (c.headDim % 2 != 0)
+            return Error{"head_dim " + std::to_string(c.headDim) +
+                         " is odd; rotary positions need it even"};
         c.maxPositions = j.value("max_position_embeddings", int64_t(2048));
         if (c.maxPositions < 1) return Error{"max_position_embeddings must be positive"};
         auto eps = number(j, "rms_norm_eps", 1e-6);
@@ -231,15 +247,18 @@ Result<HfConfig> hfConfigFromJson(const json& j) {
         return Error{e.what()};
     }
     // Computed in double so that absurd sizes are refused before anything overflows.
-    const double H = double(c.hidden), A = double(c.heads * c.headDim), KV = double(c.kvHeads * c.headDim);
+    const double H = double(c.hidden), A = double(c.heads * c.headDim),
+                 KV = double(c.kvHeads * c.headDim);
     const double perLayer = H * (A + 2 * KV) + A * H + 3 * H * double(c.intermediate);
     const double total = double(c.layers) * perLayer + double(c.vocab) * H * (c.tied ? 1 : 2);
-    if (total > 2e11) return Error{"the model would have " + std::to_string(int64_t(total)) + " parameters"};
+    if (total > 2e11)
+        return Error{"the model would have " + std::to_string(int64_t(total)) + " parameters"};
     return c;
 }
 
 std::vector<TensorShape> hfTensorShapes(const HfConfig& c) {
-    const int64_t H = c.hidden, A = c.heads * c.headDim, KV = c.kvHeads * c.headDim, I = c.intermediate;
+    const int64_t H = c.hidden, A = c.heads * c.headDim, KV = c.kvHeads * c.headDim,
+                  I = c.intermediate;
     std::vector<TensorShape> shapes;
     shapes.push_back({"model.embed_tokens.weight", {c.vocab, H}});
     for (int64_t l = 0; l < c.layers; ++l) {
@@ -301,7 +320,8 @@ ModelInfo hfModelInfo(const HfConfig& c, const std::string& name) {
 std::vector<double> hfRopeFrequencies(const HfConfig& c) {
     const int64_t d = c.headDim;
     std::vector<double> inv;
-    for (int64_t i = 0; i < d / 2; ++i) inv.push_back(1.0 / std::pow(c.ropeTheta, double(2 * i) / double(d)));
+    for (int64_t i = 0; i < d / 2; ++i)
+        inv.push_back(1.0 / std::pow(c.ropeTheta, double(2 * i) / double(d)));
     const auto& s = c.ropeScaling;
     if (s.kind == RopeScaling::Kind::Linear) {
         for (auto& f : inv) f /= s.factor;

@@ -34,13 +34,13 @@ struct HfConfig {
     bool qkvBias = false;     // q/k/v projections carry biases
     bool outputBias = false;  // o_proj carries a bias
     bool mlpBias = false;
-    bool qkNorm = false;      // per-head RMSNorm on q and k (qwen3)
-    bool gemma = false;       // (1 + w) norms and embeddings scaled by sqrt(hidden)
+    bool qkNorm = false;  // per-head RMSNorm on q and k (qwen3)
+    bool gemma = false;   // (1 + w) norms and embeddings scaled by sqrt(hidden)
     FfnKind activation = FfnKind::Silu;
     std::vector<int64_t> windows;  // per layer, 0: full attention
     int64_t bosId = -1;
-    RunSpec trained;              // softmax and the activation, unless a "relulens" block says
-    std::string storageHint;      // torch_dtype, informational only
+    RunSpec trained;          // softmax and the activation, unless a "relulens" block says
+    std::string storageHint;  // torch_dtype, informational only
 };
 
 // Reads and checks config.json.

@@ -16,14 +16,17 @@ Status LanguageModel::supports(const RunSpec& run) const {
     std::string names;
     for (auto kind : choices) names += (names.empty() ? "" : ", ") + ffnKindName(kind);
     if (info().gatedFfn) {
-        return Error{"FFN variant " + ffnKindName(run.ffn) + " is defined for ungated memories only; " +
-                     info().name + " has a gated FFN, whose gate activation can be " + names};
+        return Error{"FFN variant " + ffnKindName(run.ffn) +
+                     " is defined for ungated memories only; " + info().name +
+                     " has a gated FFN, whose gate activation can be " + names};
     }
     return Error{"FFN variant " + ffnKindName(run.ffn) + " does not apply to " + info().name +
                  " (its FFN runs " + names + ")"};
 }
 
-double LanguageModel::attentionScale() const { return 1.0 / std::sqrt(double(info().headDim)); }
+double LanguageModel::attentionScale() const {
+    return 1.0 / std::sqrt(double(info().headDim));
+}
 
 int64_t attentionBlockRows(int64_t heads, int64_t tokens) {
     // Small blocks stay in the CPU's cache through the activation and the diagnostics (a
@@ -46,8 +49,9 @@ torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset,
     const int64_t half = x.size(-1) / 2;
     // Angles in double, as positions times small frequencies lose digits in float at long inputs.
     auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
-    auto positions = torch::arange(offset, offset + L, dopts);                            // (L)
-    auto angles = torch::outer(positions, inverseFrequencies.to(x.device(), torch::kFloat64));  // (L, d/2)
+    auto positions = torch::arange(offset, offset + L, dopts);  // (L)
+    auto angles =
+        torch::outer(positions, inverseFrequencies.to(x.device(), torch::kFloat64));  // (L, d/2)
     auto cos = angles.cos().to(x.dtype());
     auto sin = angles.sin().to(x.dtype());
     auto x1 = x.narrow(-1, 0, half);
@@ -68,13 +72,14 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
     const auto g = gamma.defined() ? gamma.repeat({B}) : gamma;
     const bool fullMaps = trace && (trace->options.scores || trace->options.weights);
     int64_t rows = Q;
-    if (!fullMaps) rows = trace && trace->blockRows > 0 ? trace->blockRows : attentionBlockRows(H, L);
+    if (!fullMaps)
+        rows = trace && trace->blockRows > 0 ? trace->blockRows : attentionBlockRows(H, L);
     torch::Tensor scores, weights;
     std::vector<torch::Tensor> outBlocks, massBlocks;
     for (int64_t r0 = 0; r0 < Q; r0 += rows) {
         if (trace && trace->cancelled && trace->cancelled()) return {};
         const int64_t R = std::min(rows, Q - r0);
-        const int64_t row = past + r0;            // position of the block's first row
+        const int64_t row = past + r0;             // position of the block's first row
         const int64_t K = fullMaps ? L : row + R;  // keys past the block's last row are masked
         auto s = torch::matmul(q.narrow(2, r0, R), k.narrow(2, 0, K).transpose(-1, -2)) * scale;
         auto w = layerAttentionWeights(s.flatten(0, 1), run, layer, 0, H, g, row, !fullMaps, window)

@@ -17,28 +17,28 @@ namespace relulens::core {
 
 // What a forward pass keeps of each layer. Tensors keep the batch dimension B.
 struct TraceOptions {
-    bool scores = false;           // raw q·k·scale, masked entries included
-    bool weights = false;          // attention weights after the activation
-    bool headOutputs = false;      // per-head attention output α·v
-    bool queriesKeys = false;      // q and k after rotary, enough to rebuild any map
-    bool values = false;           // v: with k, what a longer input sharing this start reuses
-    bool ffn = false;              // FFN input and slot activations
-    bool rowMass = false;          // Σ_j α_ij, for the ReLUFormer regulariser
-    bool residual = false;         // the residual stream entering each layer
+    bool scores = false;       // raw q·k·scale, masked entries included
+    bool weights = false;      // attention weights after the activation
+    bool headOutputs = false;  // per-head attention output α·v
+    bool queriesKeys = false;  // q and k after rotary, enough to rebuild any map
+    bool values = false;       // v: with k, what a longer input sharing this start reuses
+    bool ffn = false;          // FFN input and slot activations
+    bool rowMass = false;      // Σ_j α_ij, for the ReLUFormer regulariser
+    bool residual = false;     // the residual stream entering each layer
 };
 
 struct LayerTrace {
-    torch::Tensor scores;          // (B, H, L, L)
-    torch::Tensor weights;         // (B, H, L, L)
-    torch::Tensor headOutputs;     // (B, H, L, d_head)
-    torch::Tensor q;               // (B, H, L, d_head)
-    torch::Tensor k;               // (B, H_kv, L, d_head): query head h reads kv head h / (H / H_kv)
-    torch::Tensor v;               // (B, H_kv, L, d_head)
-    torch::Tensor ffnInput;        // (B, L, d) normed input of the FFN
-    torch::Tensor slotActivations; // (B, L, d_ff) memory-slot coefficients
-    torch::Tensor ffnOutput;       // (B, L, d) what the FFN adds to the residual stream
-    torch::Tensor rowMass;         // (B, H, L)
-    torch::Tensor residual;        // (B, L, d) the residual stream entering the layer
+    torch::Tensor scores;       // (B, H, L, L)
+    torch::Tensor weights;      // (B, H, L, L)
+    torch::Tensor headOutputs;  // (B, H, L, d_head)
+    torch::Tensor q;            // (B, H, L, d_head)
+    torch::Tensor k;            // (B, H_kv, L, d_head): query head h reads kv head h / (H / H_kv)
+    torch::Tensor v;            // (B, H_kv, L, d_head)
+    torch::Tensor ffnInput;     // (B, L, d) normed input of the FFN
+    torch::Tensor slotActivations;  // (B, L, d_ff) memory-slot coefficients
+    torch::Tensor ffnOutput;        // (B, L, d) what the FFN adds to the residual stream
+    torch::Tensor rowMass;          // (B, H, L)
+    torch::Tensor residual;         // (B, L, d) the residual stream entering the layer
 };
 
 struct ForwardTrace {
@@ -81,7 +81,7 @@ public:
 
     // What a layer's attention needs to rebuild maps from queries and keys.
     virtual torch::Tensor attentionGamma(int64_t layer) const = 0;  // (H) ReLUFormer scale
-    double attentionScale() const;                                 // 1 / sqrt(d_head)
+    double attentionScale() const;                                  // 1 / sqrt(d_head)
 
     // The FFN diagnostics of one layer from what the forward pass traced.
     // input: (L, d), slots: (L, d_ff), output: (L, d).

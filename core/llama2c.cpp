@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/model_folder.h"
@@ -89,19 +89,22 @@ Result<Llama2cSummary> importLlama2c(const Llama2cImport& r) {
     if (s.dim < 2 || s.dim > 65536 || s.hiddenDim < 1 || s.hiddenDim > 1 << 20 || s.layers < 1 ||
         s.layers > 512 || s.heads < 1 || s.heads > s.dim || s.kvHeads < 1 || s.kvHeads > s.heads ||
         s.vocab < 2 || s.vocab > 4'000'000 || s.seqLen < 1 || s.seqLen > 1 << 24) {
-        return bad("sizes dim " + std::to_string(s.dim) + ", hidden " + std::to_string(s.hiddenDim) +
-                   ", layers " + std::to_string(s.layers) + ", heads " + std::to_string(s.heads) +
-                   "/" + std::to_string(s.kvHeads) + ", vocab " + std::to_string(s.vocab));
+        return bad("sizes dim " + std::to_string(s.dim) + ", hidden " +
+                   std::to_string(s.hiddenDim) + ", layers " + std::to_string(s.layers) +
+                   ", heads " + std::to_string(s.heads) + "/" + std::to_string(s.kvHeads) +
+                   ", vocab " + std::to_string(s.vocab));
     }
     if (s.dim % s.heads != 0 || s.heads % s.kvHeads != 0 || (s.dim / s.heads) % 2 != 0) {
         return bad("dim must split into heads of even size, and heads into kv heads");
     }
     const int64_t d = s.dim, hd = d / s.heads, kv = hd * s.kvHeads, L = s.layers, F = s.hiddenDim;
-    const int64_t params = s.vocab * d * (s.tied ? 1 : 2) + L * (2 * d + d * d * 2 + kv * d * 2 + 3 * F * d) + d;
+    const int64_t params =
+        s.vocab * d * (s.tied ? 1 : 2) + L * (2 * d + d * d * 2 + kv * d * 2 + 3 * F * d) + d;
     const int64_t expected = dataStart + 4 * (params + (s.version == 0 ? s.seqLen * hd : 0));
     if (fileSize != expected) {
-        return bad("the file has " + std::to_string(fileSize) + " bytes; a v" + std::to_string(s.version) +
-                   " model of these sizes has " + std::to_string(expected));
+        return bad("the file has " + std::to_string(fileSize) + " bytes; a v" +
+                   std::to_string(s.version) + " model of these sizes has " +
+                   std::to_string(expected));
     }
     if (auto m = checkMemoryFor(r.model, params * 2); !m) return Error{m.error()};
     auto tokenizer = Tokenizer::load(r.tokenizer);
@@ -124,14 +127,22 @@ Result<Llama2cSummary> importLlama2c(const Llama2cImport& r) {
         const char* name;
         std::vector<int64_t> shape;
     };
-    const std::vector<Array> v0 = {{"tok_embeddings", {s.vocab, d}}, {"rms_att", {L, d}},
-                                   {"wq", {L, d, d}},  {"wk", {L, kv, d}},  {"wv", {L, kv, d}},
-                                   {"wo", {L, d, d}},  {"rms_ffn", {L, d}}, {"w1", {L, F, d}},
-                                   {"w2", {L, d, F}},  {"w3", {L, F, d}},   {"rms_final", {d}}};
-    const std::vector<Array> v1 = {{"rms_att", {L, d}}, {"rms_ffn", {L, d}}, {"rms_final", {d}},
-                                   {"tok_embeddings", {s.vocab, d}},
-                                   {"wq", {L, d, d}},  {"wk", {L, kv, d}},  {"wv", {L, kv, d}},
-                                   {"wo", {L, d, d}},  {"w1", {L, F, d}},   {"w2", {L, d, F}},
+    const std::vector<Array> v0 = {{"tok_embeddings", {s.vocab, d}},
+                                   {"rms_att", {L, d}},
+                                   {"wq", {L, d, d}},
+                                   {"wk", {L, kv, d}},
+                                   {"wv", {L, kv, d}},
+                                   {"wo", {L, d, d}},
+                                   {"rms_ffn", {L, d}},
+                                   {"w1", {L, F, d}},
+                                   {"w2", {L, d, F}},
+                                   {"w3", {L, F, d}},
+                                   {"rms_final", {d}}};
+    const std::vector<Array> v1 = {{"rms_att", {L, d}}, {"rms_ffn", {L, d}},
+                                   {"rms_final", {d}},  {"tok_embeddings", {s.vocab, d}},
+                                   {"wq", {L, d, d}},   {"wk", {L, kv, d}},
+                                   {"wv", {L, kv, d}},  {"wo", {L, d, d}},
+                                   {"w1", {L, F, d}},   {"w2", {L, d, F}},
                                    {"w3", {L, F, d}}};
     for (const auto& a : s.version == 0 ? v0 : v1) {
         auto t = read.floats(a.shape, a.name);
@@ -163,7 +174,9 @@ Result<Llama2cSummary> importLlama2c(const Llama2cImport& r) {
     }
     fs::create_directories(out, ec);
     if (ec) return Error{r.out + ": cannot create the folder (" + ec.message() + ")"};
-    if (auto w = writeSafetensors((out / "model.safetensors").string(), hf, r.storage, {{"format", "pt"}}); !w) {
+    if (auto w = writeSafetensors((out / "model.safetensors").string(), hf, r.storage,
+                                  {{"format", "pt"}});
+        !w) {
         return Error{w.error()};
     }
     const nlohmann::json config = {
@@ -182,16 +195,21 @@ Result<Llama2cSummary> importLlama2c(const Llama2cImport& r) {
         {"tie_word_embeddings", s.tied},
         {"bos_token_id", 1},
         {"eos_token_id", 2},
-        {"torch_dtype", r.storage == StorageType::F32 ? "float32" : r.storage == StorageType::F16 ? "float16" : "bfloat16"},
+        {"torch_dtype", r.storage == StorageType::F32   ? "float32"
+                        : r.storage == StorageType::F16 ? "float16"
+                                                        : "bfloat16"},
         {"relulens_imported_from", fs::path(r.model).filename().string()}};
     if (auto w = writeJson(out / "config.json", config); !w) return Error{w.error()};
-    if (auto w = writeJson(out / "tokenizer_config.json", {{"add_bos_token", true}, {"add_eos_token", false}}); !w) {
+    if (auto w = writeJson(out / "tokenizer_config.json",
+                           {{"add_bos_token", true}, {"add_eos_token", false}});
+        !w) {
         return Error{w.error()};
     }
     const fs::path target = out / "tokenizer.model";
     if (!(fs::exists(target, ec) && fs::equivalent(r.tokenizer, target, ec))) {
         fs::copy_file(r.tokenizer, target, fs::copy_options::overwrite_existing, ec);
-        if (ec) return Error{target.string() + ": cannot copy the tokenizer (" + ec.message() + ")"};
+        if (ec)
+            return Error{target.string() + ": cannot copy the tokenizer (" + ec.message() + ")"};
     }
     return s;
 }

@@ -16,7 +16,7 @@ struct Llama2cImport {
     std::string tokenizer;  // a SentencePiece tokenizer.model matching it
     std::string out;        // the folder to write
     StorageType storage = StorageType::F32;
-    bool force = false;     // replace a folder that already holds a model
+    bool force = false;  // replace a folder that already holds a model
 };
 
 struct Llama2cSummary {

@@ -20,12 +20,14 @@ void LlamaModel::to(const torch::Device& device) {
     const bool tied = weights_.output.is_same(weights_.embedding);
     move(weights_.embedding);
     move(weights_.finalNorm);
-    if (tied) weights_.output = weights_.embedding;
-    else move(weights_.output);
+    if (tied)
+        weights_.output = weights_.embedding;
+    else
+        move(weights_.output);
     for (auto& l : weights_.layers) {
-        for (torch::Tensor* t : {&l.inputNorm, &l.postNorm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk,
-                                 &l.bv, &l.bo, &l.qNorm, &l.kNorm, &l.ffn.gate, &l.ffn.up, &l.ffn.down,
-                                 &l.ffn.gateBias, &l.ffn.upBias, &l.ffn.downBias}) {
+        for (torch::Tensor* t : {&l.inputNorm, &l.postNorm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
+                                 &l.bk, &l.bv, &l.bo, &l.qNorm, &l.kNorm, &l.ffn.gate, &l.ffn.up,
+                                 &l.ffn.down, &l.ffn.gateBias, &l.ffn.upBias, &l.ffn.downBias}) {
             move(*t);
         }
     }
@@ -38,7 +40,9 @@ torch::Tensor LlamaModel::rmsNorm(const torch::Tensor& x, const torch::Tensor& w
     return x32 * torch::rsqrt(x32.square().mean(-1, /*keepdim=*/true) + config_.rmsEps) * weight;
 }
 
-torch::Tensor LlamaModel::attentionGamma(int64_t) const { return gamma_; }
+torch::Tensor LlamaModel::attentionGamma(int64_t) const {
+    return gamma_;
+}
 
 torch::Tensor LlamaModel::slotValues(int64_t layer) const {
     return weights_.layers.at(size_t(layer)).ffn.down;
@@ -47,7 +51,8 @@ torch::Tensor LlamaModel::slotValues(int64_t layer) const {
 FfnDiagnostics LlamaModel::ffnDiagnostics(int64_t layer, const torch::Tensor&,
                                           const torch::Tensor& slots, const torch::Tensor& output,
                                           FfnKind kind, double tauScale) const {
-    return gatedFfnDiagnostics(slots, output, weights_.layers.at(size_t(layer)).ffn, kind, tauScale);
+    return gatedFfnDiagnostics(slots, output, weights_.layers.at(size_t(layer)).ffn, kind,
+                               tauScale);
 }
 
 torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
@@ -71,7 +76,9 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
         const auto h = rmsNorm(x, w.inputNorm);
         auto heads = [&](const torch::Tensor& weight, const torch::Tensor& bias, int64_t n) {
-            return torch::linear(h, weight, bias).view({B, L, n, dh}).transpose(1, 2);  // (B, n, L, dh)
+            return torch::linear(h, weight, bias)
+                .view({B, L, n, dh})
+                .transpose(1, 2);  // (B, n, L, dh)
         };
         auto q = heads(w.wq, w.bq, H);
         auto k = heads(w.wk, w.bk, KV);
@@ -83,13 +90,14 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         q = applyRotary(q, past, frequencies_);
         auto [keys, v] = withPast(trace, l, applyRotary(k, past, frequencies_), newValues);
         k = keys;
-        auto headOut = blockedAttention(q, k, v, run, gamma_, scale, c.windows[size_t(l)], l, trace);
+        auto headOut =
+            blockedAttention(q, k, v, run, gamma_, scale, c.windows[size_t(l)], l, trace);
         if (!headOut.defined()) return {};
         x = x + torch::linear(headOut.transpose(1, 2).reshape({B, L, H * dh}), w.wo, w.bo);
 
         const auto f = rmsNorm(x, w.postNorm);
         const auto slots = gatedSlotActivations(f, w.ffn, run.ffn);  // (B, L, d_ff)
-        const auto ffnOut = gatedFfnOutput(slots, w.ffn);             // (B, L, d)
+        const auto ffnOut = gatedFfnOutput(slots, w.ffn);            // (B, L, d)
         x = x + ffnOut;
 
         if (trace) {

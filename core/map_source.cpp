@@ -5,12 +5,16 @@
 namespace relulens::core {
 
 MapSource::MapSource(int64_t tokens, std::vector<HeadMap> requested,
-                     std::shared_ptr<const AttentionMaps> lazy, std::vector<torch::Tensor> overviews)
-    : tokens_(tokens), requested_(std::move(requested)), lazy_(std::move(lazy)),
+                     std::shared_ptr<const AttentionMaps> lazy,
+                     std::vector<torch::Tensor> overviews)
+    : tokens_(tokens),
+      requested_(std::move(requested)),
+      lazy_(std::move(lazy)),
       overviews_(std::move(overviews)) {}
 
 torch::Tensor MapSource::overview(int64_t layer) const {
-    return layer >= 0 && layer < int64_t(overviews_.size()) ? overviews_[size_t(layer)] : torch::Tensor();
+    return layer >= 0 && layer < int64_t(overviews_.size()) ? overviews_[size_t(layer)]
+                                                            : torch::Tensor();
 }
 
 torch::Tensor MapSource::requestedMap(int64_t layer, int64_t head, bool scores) const {
@@ -31,8 +35,8 @@ bool MapSource::has(int64_t layer, int64_t head) const {
 
 torch::Tensor MapSource::weights(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
                                  int64_t keyBegin, int64_t keyEnd) const {
-    if (rowBegin < 0 || keyBegin < 0 || rowEnd > tokens_ || keyEnd > tokens_ || rowBegin >= rowEnd ||
-        keyBegin >= keyEnd) {
+    if (rowBegin < 0 || keyBegin < 0 || rowEnd > tokens_ || keyEnd > tokens_ ||
+        rowBegin >= rowEnd || keyBegin >= keyEnd) {
         return {};
     }
     if (lazy_) {
@@ -50,8 +54,8 @@ torch::Tensor MapSource::weights(int64_t layer, int64_t head) const {
 
 torch::Tensor MapSource::scores(int64_t layer, int64_t head, int64_t rowBegin, int64_t rowEnd,
                                 int64_t keyBegin, int64_t keyEnd) const {
-    if (rowBegin < 0 || keyBegin < 0 || rowEnd > tokens_ || keyEnd > tokens_ || rowBegin >= rowEnd ||
-        keyBegin >= keyEnd) {
+    if (rowBegin < 0 || keyBegin < 0 || rowEnd > tokens_ || keyEnd > tokens_ ||
+        rowBegin >= rowEnd || keyBegin >= keyEnd) {
         return {};
     }
     if (lazy_) {
@@ -83,14 +87,16 @@ torch::Tensor MapSource::pooled(int64_t layer, int64_t head, int64_t rowBegin, i
         rowBegin == 0 && keyBegin == 0 && rowEnd == L && keyEnd == L) {
         const auto cells = whole[head];
         const int64_t o = cells.size(0);
-        if (o == L || (o % outRows == 0 && o % outKeys == 0)) return maxPoolCells(cells, outRows, outKeys);
+        if (o == L || (o % outRows == 0 && o % outKeys == 0))
+            return maxPoolCells(cells, outRows, outKeys);
         // finer than asked for but not evenly divisible: as it is, each cell still the max of
         // its own entries
         return cells;
     }
     if (lazy_) {
         if (!has(layer, head)) return {};
-        return lazy_->pooled(layer, head, rowBegin, rowEnd, keyBegin, keyEnd, outRows, outKeys, pooling);
+        return lazy_->pooled(layer, head, rowBegin, rowEnd, keyBegin, keyEnd, outRows, outKeys,
+                             pooling);
     }
     const auto full = requestedMap(layer, head, false);
     if (!full.defined()) return {};

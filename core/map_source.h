@@ -27,8 +27,8 @@ class MapSource {
 public:
     // overviews: per layer (H, o, o), each head's map max-pooled to o cells a side (NaN where a
     // cell holds only masked entries), or empty.
-    MapSource(int64_t tokens, std::vector<HeadMap> requested, std::shared_ptr<const AttentionMaps> lazy,
-              std::vector<torch::Tensor> overviews);
+    MapSource(int64_t tokens, std::vector<HeadMap> requested,
+              std::shared_ptr<const AttentionMaps> lazy, std::vector<torch::Tensor> overviews);
 
     int64_t tokens() const { return tokens_; }
     // The maps the request asked to materialise (inspect --maps / --all-maps).

@@ -74,10 +74,11 @@ Status validateConfig(const ModelConfig& c) {
     // Computed in double so that absurd sizes cannot overflow before being refused.
     const double d = double(c.dModel), L = double(c.nLayers);
     const double params = double(c.vocabSize) * d + L * (4 * d * d + 2 * d * double(c.dFf) +
-                                                          double(c.dFf) + 8 * d + double(c.nHeads));
+                                                         double(c.dFf) + 8 * d + double(c.nHeads));
     if (params > double(kMaxParameters)) {
         return bad("the model would have " + std::to_string(int64_t(params)) +
-                   " parameters, more than ReluLens loads (" + std::to_string(kMaxParameters) + ")");
+                   " parameters, more than ReluLens loads (" + std::to_string(kMaxParameters) +
+                   ")");
     }
     if (!(c.ropeBase > 1.0) || !(c.normEps > 0.0) || c.normEps > 1.0) {
         return bad("rope_base must be > 1 and norm_eps in (0, 1]");
@@ -127,7 +128,9 @@ json attentionSpecToJson(const AttentionSpec& spec) {
             attention["h"] = familyFunctionName(spec.familyFunction);
             attention["a"] = spec.lengthExponent;
             break;
-        case AttentionKind::ReluLen: attention["a"] = spec.lengthExponent; break;
+        case AttentionKind::ReluLen:
+            attention["a"] = spec.lengthExponent;
+            break;
         case AttentionKind::Sigmoid:
             if (spec.sigmoidBias) {
                 attention["bias"] = *spec.sigmoidBias;
@@ -135,8 +138,11 @@ json attentionSpecToJson(const AttentionSpec& spec) {
                 attention["bias"] = "-log n";
             }
             break;
-        case AttentionKind::Ssmax: attention["sigma"] = spec.ssmaxSigma; break;
-        default: break;
+        case AttentionKind::Ssmax:
+            attention["sigma"] = spec.ssmaxSigma;
+            break;
+        default:
+            break;
     }
     return attention;
 }
@@ -145,7 +151,7 @@ Result<ModelConfig> configFromJson(const json& j) {
     if (!j.is_object()) return Error{"config: expected a JSON object"};
     ModelConfig c;
     try {
-        const char* required[] = {"vocab_size", "d_model",        "n_layers", "n_heads",
+        const char* required[] = {"vocab_size", "d_model",        "n_layers",  "n_heads",
                                   "d_ff",       "context_length", "attention", "ffn"};
         for (const char* key : required) {
             if (!j.contains(key)) return Error{std::string("config: missing key '") + key + "'"};

@@ -86,7 +86,8 @@ Result<LoadedModel> loadModelFolder(const std::string& folder, const LoadOptions
     if (!device) return Error{device.error()};
     auto family = familyOf(folder);
     if (!family) return Error{family.error()};
-    auto loaded = *family == Family::HuggingFace ? loadHfFolder(folder, options) : loadRelulensFolder(folder);
+    auto loaded =
+        *family == Family::HuggingFace ? loadHfFolder(folder, options) : loadRelulensFolder(folder);
     if (!loaded) return loaded;
     if (device->type() != torch::kCPU) loaded->model->to(*device);
     return loaded;

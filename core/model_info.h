@@ -21,10 +21,10 @@ struct ModelInfo {
     int64_t nHeads = 0;
     int64_t nKvHeads = 0;  // grouped-query attention: query head h reads kv head kvHeadOf(h)
     int64_t headDim = 0;
-    int64_t dFf = 0;       // memory slots per layer
+    int64_t dFf = 0;            // memory slots per layer
     int64_t contextLength = 0;  // trained at (or the position limit the config gives)
     RunSpec trained;
-    bool gatedFfn = false;      // down(act(gate·x) ⊙ up·x): the slot is act(gate_i·x)·(up_i·x)
+    bool gatedFfn = false;  // down(act(gate·x) ⊙ up·x): the slot is act(gate_i·x)·(up_i·x)
     std::vector<int64_t> windows;  // per layer: sliding-window length, 0 for none
     int64_t parameters = 0;
     std::string storage;  // dtype on disk: F32, F16, BF16 (mixed: the most common)

@@ -29,9 +29,8 @@ struct DtypeInfo {
     size_t bytes;
 };
 
-const DtypeInfo kDtypes[] = {{"F32", torch::kFloat32, 4},
-                             {"F16", torch::kFloat16, 2},
-                             {"BF16", torch::kBFloat16, 2}};
+const DtypeInfo kDtypes[] = {
+    {"F32", torch::kFloat32, 4}, {"F16", torch::kFloat16, 2}, {"BF16", torch::kBFloat16, 2}};
 
 const DtypeInfo* dtypeByName(const std::string& name) {
     for (const auto& d : kDtypes) {
@@ -42,9 +41,12 @@ const DtypeInfo* dtypeByName(const std::string& name) {
 
 const DtypeInfo& dtypeOf(StorageType type) {
     switch (type) {
-        case StorageType::F16: return kDtypes[1];
-        case StorageType::BF16: return kDtypes[2];
-        default: return kDtypes[0];
+        case StorageType::F16:
+            return kDtypes[1];
+        case StorageType::BF16:
+            return kDtypes[2];
+        default:
+            return kDtypes[0];
     }
 }
 

@@ -23,21 +23,21 @@ json sceneBody(const Scene& s) {
                       {"head", s.head < 0 ? json("mean") : json(s.head)},
                       {"query", s.query},
                       {"slot", s.slot}};
-    json map = {{"zoom", nullptr}, {"pooling", poolingName(s.pooling)}, {"scale", s.logScale ? "log" : "linear"}};
+    json map = {{"zoom", nullptr},
+                {"pooling", poolingName(s.pooling)},
+                {"scale", s.logScale ? "log" : "linear"}};
     if (s.zoom) {
-        map["zoom"] = {{"query_begin", s.zoom->queryBegin}, {"query_end", s.zoom->queryEnd},
-                       {"key_begin", s.zoom->keyBegin}, {"key_end", s.zoom->keyEnd}};
+        map["zoom"] = {{"query_begin", s.zoom->queryBegin},
+                       {"query_end", s.zoom->queryEnd},
+                       {"key_begin", s.zoom->keyBegin},
+                       {"key_end", s.zoom->keyEnd}};
     }
     json run = runSpecToJson(s.run);
     // The labels are for people reading the file; reading ignores them.
-    return {{"model", s.model},
-            {"text", s.text},
-            {"run", run},
-            {"mode", s.trainedVariant ? "trained_variant" : "same_weights"},
-            {"tau", s.tau},
-            {"selection", selection},
-            {"view", s.view},
-            {"attention_map", map},
+    return {{"model", s.model},    {"text", s.text},
+            {"run", run},          {"mode", s.trainedVariant ? "trained_variant" : "same_weights"},
+            {"tau", s.tau},        {"selection", selection},
+            {"view", s.view},      {"attention_map", map},
             {"caption", s.caption}};
 }
 
@@ -57,7 +57,8 @@ public:
         }
     }
     const json* find(const char* key) const {
-        if (!object_.is_object() || !object_.contains(key) || object_.at(key).is_null()) return nullptr;
+        if (!object_.is_object() || !object_.contains(key) || object_.at(key).is_null())
+            return nullptr;
         return &object_.at(key);
     }
     void note(const std::string& message) { notes_.push_back(where_ + message); }
@@ -97,11 +98,15 @@ RunSpec readRun(const json& run, FieldReader& fields) {
             try {
                 AttentionOverride entry;
                 entry.layer = o.at("layer").get<int64_t>();
-                entry.head = o.contains("head") && !o.at("head").is_null() ? o.at("head").get<int64_t>() : -1;
-                if (entry.layer < 0 || entry.head < -1) throw std::invalid_argument("negative layer or head");
+                entry.head = o.contains("head") && !o.at("head").is_null()
+                                 ? o.at("head").get<int64_t>()
+                                 : -1;
+                if (entry.layer < 0 || entry.head < -1)
+                    throw std::invalid_argument("negative layer or head");
                 if (o.contains("ablation")) {
                     const std::string mode = o.at("ablation").get<std::string>();
-                    if (mode != "zero" && mode != "uniform") throw std::invalid_argument("ablation '" + mode + "'");
+                    if (mode != "zero" && mode != "uniform")
+                        throw std::invalid_argument("ablation '" + mode + "'");
                     if (entry.head < 0) throw std::invalid_argument("an ablation names a head");
                     entry.ablation = mode == "zero" ? Ablation::Zero : Ablation::Uniform;
                 } else {
@@ -138,7 +143,8 @@ Scene readSceneBody(const json& j, std::vector<std::string>& notes, const std::s
     if (const json* selection = fields.find("selection")) {
         FieldReader sel(*selection, notes, where + "selection.");
         sel.read("layer", s.layer);
-        if (const json* head = sel.find("head"); head && head->is_string() && head->get<std::string>() == "mean") {
+        if (const json* head = sel.find("head");
+            head && head->is_string() && head->get<std::string>() == "mean") {
             s.head = -1;
         } else {
             sel.read("head", s.head);
@@ -156,20 +162,26 @@ Scene readSceneBody(const json& j, std::vector<std::string>& notes, const std::s
         std::string pooling = "max", scale = "linear";
         m.read("pooling", pooling);
         m.read("scale", scale);
-        if (pooling != "max" && pooling != "mean") m.note("'pooling' must be max or mean; using max");
-        if (scale != "linear" && scale != "log") m.note("'scale' must be linear or log; using linear");
+        if (pooling != "max" && pooling != "mean")
+            m.note("'pooling' must be max or mean; using max");
+        if (scale != "linear" && scale != "log")
+            m.note("'scale' must be linear or log; using linear");
         s.pooling = pooling == "mean" ? Pooling::Mean : Pooling::Max;
         s.logScale = scale == "log";
         if (const json* zoom = m.find("zoom")) {
             try {
-                ZoomRegion z{zoom->at("query_begin").get<int64_t>(), zoom->at("query_end").get<int64_t>(),
-                             zoom->at("key_begin").get<int64_t>(), zoom->at("key_end").get<int64_t>()};
-                if (z.queryBegin < 0 || z.keyBegin < 0 || z.queryEnd <= z.queryBegin || z.keyEnd <= z.keyBegin) {
+                ZoomRegion z{
+                    zoom->at("query_begin").get<int64_t>(), zoom->at("query_end").get<int64_t>(),
+                    zoom->at("key_begin").get<int64_t>(), zoom->at("key_end").get<int64_t>()};
+                if (z.queryBegin < 0 || z.keyBegin < 0 || z.queryEnd <= z.queryBegin ||
+                    z.keyEnd <= z.keyBegin) {
                     throw std::invalid_argument("empty or negative");
                 }
                 s.zoom = z;
             } catch (const std::exception&) {
-                m.note("'zoom' needs query_begin < query_end and key_begin < key_end, from 0; showing the whole map");
+                m.note(
+                    "'zoom' needs query_begin < query_end and key_begin < key_end, from 0; showing "
+                    "the whole map");
             }
         }
     }
@@ -180,16 +192,18 @@ Scene readSceneBody(const json& j, std::vector<std::string>& notes, const std::s
 // The version under `key`; a note when the file is newer than this reader.
 Result<int> formatVersion(const json& j, const char* key, std::vector<std::string>& notes) {
     if (!j.is_object() || !j.contains(key)) {
-        return Error{std::string("not a ReluLens ") + (std::string(key) == kSceneKey ? "scene" : "lesson") +
-                     " (no \"" + key + "\" version key)"};
+        return Error{std::string("not a ReluLens ") +
+                     (std::string(key) == kSceneKey ? "scene" : "lesson") + " (no \"" + key +
+                     "\" version key)"};
     }
     if (!j.at(key).is_number_integer() || j.at(key).get<int>() < 1) {
         return Error{std::string("\"") + key + "\" must be a version number from 1"};
     }
     const int version = j.at(key).get<int>();
     if (version > kSceneFormatVersion) {
-        notes.push_back("written by a newer ReluLens (format " + std::to_string(version) + ", this one reads " +
-                        std::to_string(kSceneFormatVersion) + "); what it added is ignored");
+        notes.push_back("written by a newer ReluLens (format " + std::to_string(version) +
+                        ", this one reads " + std::to_string(kSceneFormatVersion) +
+                        "); what it added is ignored");
     }
     return version;
 }
@@ -198,7 +212,8 @@ Result<json> readJsonFile(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return Error{path + ": cannot open"};
     in.seekg(0, std::ios::end);
-    if (std::uintmax_t(in.tellg()) > kMaxFileBytes) return Error{path + ": larger than 64 MB; not a scene"};
+    if (std::uintmax_t(in.tellg()) > kMaxFileBytes)
+        return Error{path + ": larger than 64 MB; not a scene"};
     in.seekg(0);
     std::stringstream bytes;
     bytes << in.rdbuf();
@@ -239,7 +254,8 @@ Result<Read<Lesson>> lessonFromJson(const json& j) {
     FieldReader fields(j, out.notes, "");
     fields.read("title", out.value.title);
     const json* steps = fields.find("steps");
-    if (!steps || !steps->is_array() || steps->empty()) return Error{"a lesson needs a non-empty \"steps\" list"};
+    if (!steps || !steps->is_array() || steps->empty())
+        return Error{"a lesson needs a non-empty \"steps\" list"};
     for (size_t i = 0; i < steps->size(); ++i) {
         const json& step = steps->at(i);
         const std::string where = "step " + std::to_string(i + 1) + ": ";

@@ -29,7 +29,7 @@ std::vector<PromotedToken> SlotVocabulary::promoted(int64_t layer, int64_t slot)
     if (it != cache_.end()) return it->second;
     torch::NoGradGuard noGrad;
     const auto value = values_[size_t(layer)].select(1, slot).to(torch::kFloat32);  // (d)
-    auto logits = torch::mv(embedding_.to(torch::kFloat32), value);                // (vocab)
+    auto logits = torch::mv(embedding_.to(torch::kFloat32), value);                 // (vocab)
     logits.masked_fill_(excluded_, -std::numeric_limits<float>::infinity());
     const int64_t listed = std::min<int64_t>(k_, int64_t(pieces_.size()));
     auto [top, ids] = logits.topk(listed);

@@ -18,7 +18,7 @@ namespace relulens::core {
 struct PromotedToken {
     int64_t id = 0;
     std::string piece;  // as a person reads it (Tokenizer::readable)
-    double logit = 0;  // v_i·e_id
+    double logit = 0;   // v_i·e_id
 };
 
 class SlotVocabulary {

@@ -23,7 +23,8 @@ Result<std::string> readTextFile(const std::string& path, int64_t maxBytes) {
     buffer << in.rdbuf();
     std::string text = buffer.str();
     if (const int64_t bad = firstInvalidUtf8(text); bad >= 0) {
-        return Error{path + " is not UTF-8 text (byte " + std::to_string(bad) + "); convert it to UTF-8 first"};
+        return Error{path + " is not UTF-8 text (byte " + std::to_string(bad) +
+                     "); convert it to UTF-8 first"};
     }
     return text;
 }

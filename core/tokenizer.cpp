@@ -45,7 +45,8 @@ int64_t firstInvalidUtf8(const std::string& text) {
             if ((p[i + k] & 0xC0) != 0x80) return int64_t(i);
             code = (code << 6) | (p[i + k] & 0x3F);
         }
-        if (code < lowest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return int64_t(i);
+        if (code < lowest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+            return int64_t(i);
         i += length;
     }
     return -1;
@@ -115,10 +116,11 @@ const Api& api() {
                 instance.error = std::string("cannot load the tokenizer module: ") + dlerror();
                 return;
             }
-            auto versionFn =
-                reinterpret_cast<decltype(&rl_spm_api_version)>(dlsym(instance.library, "rl_spm_api_version"));
+            auto versionFn = reinterpret_cast<decltype(&rl_spm_api_version)>(
+                dlsym(instance.library, "rl_spm_api_version"));
             if (!versionFn || versionFn() != RL_SPM_API_VERSION) {
-                instance.error = instance.path + ": tokenizer module has the wrong interface version";
+                instance.error =
+                    instance.path + ": tokenizer module has the wrong interface version";
                 dlclose(instance.library);
                 instance.library = nullptr;
                 return;
@@ -201,7 +203,8 @@ public:
             }
             const size_t begin = raw[i].begin;
             size_t next = i, characterEnd = begin;  // pieces i..next-1 spell one character
-            while (next < count && raw[next].begin == begin && a.isByte(model_, raw[next].id) != 0) {
+            while (next < count && raw[next].begin == begin &&
+                   a.isByte(model_, raw[next].id) != 0) {
                 characterEnd = std::max<size_t>(characterEnd, raw[next].end);
                 ++next;
             }
@@ -221,7 +224,8 @@ public:
         char* out = nullptr;
         size_t len = 0;
         char err[512] = {0};
-        if (a.decode(model_, narrow.data(), narrow.size(), &out, &len, err, sizeof err) != 0) return {};
+        if (a.decode(model_, narrow.data(), narrow.size(), &out, &len, err, sizeof err) != 0)
+            return {};
         std::string text(out, len);
         a.freeString(out);
         return text;
@@ -265,7 +269,9 @@ private:
 class BpeBackend : public Tokenizer::Backend {
 public:
     explicit BpeBackend(BpeTokenizer bpe) : bpe_(std::move(bpe)) {}
-    Result<std::vector<Token>> encode(const std::string& text) const override { return bpe_.encode(text); }
+    Result<std::vector<Token>> encode(const std::string& text) const override {
+        return bpe_.encode(text);
+    }
     std::string decode(const std::vector<int64_t>& ids) const override { return bpe_.decode(ids); }
     std::string piece(int64_t id) const override { return bpe_.piece(id); }
     bool isSpecial(int64_t id) const override { return bpe_.isSpecial(id); }
@@ -368,7 +374,8 @@ Result<std::vector<Token>> Tokenizer::encode(const std::string& text) const {
     if (tokens.empty()) {
         tokens = std::move(*body);
     } else {
-        tokens.insert(tokens.end(), std::make_move_iterator(body->begin()), std::make_move_iterator(body->end()));
+        tokens.insert(tokens.end(), std::make_move_iterator(body->begin()),
+                      std::make_move_iterator(body->end()));
     }
     for (auto& t : tokens) t.readable = readable(t.id);
     return tokens;
@@ -381,18 +388,27 @@ std::string readableText(const std::string& bytes) {
     std::string out;
     for (size_t i = 0; i < bytes.size();) {
         const unsigned char c = static_cast<unsigned char>(bytes[i]);
-        if (c == ' ') out += "\xE2\x96\x81";             // ▁
-        else if (c == '\n') out += "\xE2\x86\xB5";        // ↵
-        else if (c == '\t') out += "\xE2\x87\xA5";        // ⇥
-        else if (c == '\r') out += "\xE2\x90\x8D";        // ␍
+        if (c == ' ')
+            out += "\xE2\x96\x81";  // ▁
+        else if (c == '\n')
+            out += "\xE2\x86\xB5";  // ↵
+        else if (c == '\t')
+            out += "\xE2\x87\xA5";  // ⇥
+        else if (c == '\r')
+            out += "\xE2\x90\x8D";  // ␍
         if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
             ++i;
             continue;
         }
         // one whole UTF-8 character, or a lone byte
-        size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t length = c < 0x80             ? 1
+                        : (c & 0xE0) == 0xC0 ? 2
+                        : (c & 0xF0) == 0xE0 ? 3
+                        : (c & 0xF8) == 0xF0 ? 4
+                                             : 0;
         const std::string character = length ? bytes.substr(i, length) : std::string();
-        if (length && character.size() == length && firstInvalidUtf8(character) < 0 && c >= 0x20 && c != 0x7F) {
+        if (length && character.size() == length && firstInvalidUtf8(character) < 0 && c >= 0x20 &&
+            c != 0x7F) {
             out += character;
             i += length;
         } else {
@@ -412,10 +428,20 @@ std::string Tokenizer::readable(int64_t id) const {
     return readableText(backend_->bytesOf(id));
 }
 
-std::string Tokenizer::decode(const std::vector<int64_t>& ids) const { return backend_->decode(ids); }
-std::string Tokenizer::piece(int64_t id) const { return backend_->piece(id); }
-bool Tokenizer::isSpecial(int64_t id) const { return backend_->isSpecial(id); }
-int64_t Tokenizer::vocabSize() const { return backend_->vocabSize(); }
-int64_t Tokenizer::pieceId(const std::string& piece) const { return backend_->pieceId(piece); }
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+    return backend_->decode(ids);
+}
+std::string Tokenizer::piece(int64_t id) const {
+    return backend_->piece(id);
+}
+bool Tokenizer::isSpecial(int64_t id) const {
+    return backend_->isSpecial(id);
+}
+int64_t Tokenizer::vocabSize() const {
+    return backend_->vocabSize();
+}
+int64_t Tokenizer::pieceId(const std::string& piece) const {
+    return backend_->pieceId(piece);
+}
 
 }  // namespace relulens::core

@@ -17,9 +17,10 @@ int64_t firstInvalidUtf8(const std::string& text);
 
 struct Token {
     int64_t id = 0;
-    std::string piece;  // the vocabulary's piece: "▁" (SentencePiece) or "Ġ" (byte-level BPE) marks a space
-    size_t start = 0;   // byte offset of the token's text in the input
-    size_t end = 0;     // one past its last byte
+    std::string
+        piece;  // the vocabulary's piece: "▁" (SentencePiece) or "Ġ" (byte-level BPE) marks a space
+    size_t start = 0;      // byte offset of the token's text in the input
+    size_t end = 0;        // one past its last byte
     std::string readable;  // the piece as a person reads it (see Tokenizer::readable)
 };
 

@@ -113,8 +113,9 @@ Result<OptimiserState> loadState(const std::string& folder, const ModelConfig& c
 
 }  // namespace
 
-void adamWStep(const torch::Tensor& parameter, const torch::Tensor& gradient, const torch::Tensor& m, const torch::Tensor& v,
-               int64_t step, double lr, double beta1, double beta2, double weightDecay, bool decay) {
+void adamWStep(const torch::Tensor& parameter, const torch::Tensor& gradient,
+               const torch::Tensor& m, const torch::Tensor& v, int64_t step, double lr,
+               double beta1, double beta2, double weightDecay, bool decay) {
     torch::NoGradGuard noGrad;
     const double bc1 = 1.0 - std::pow(beta1, double(step));
     const double bc2 = 1.0 - std::pow(beta2, double(step));
@@ -170,8 +171,9 @@ Result<TrainingRun> startTraining(const TrainOptions& options) {
     } else {
         if ((fs::exists(out / "config.json", ec) || fs::exists(out / "model.safetensors", ec)) &&
             !options.force) {
-            return Error{options.out + " already holds a model; add --force to replace it or "
-                                       "--resume to continue its training"};
+            return Error{options.out +
+                         " already holds a model; add --force to replace it or "
+                         "--resume to continue its training"};
         }
         if (auto s = validateConfig(run.config); !s) return Error{s.error()};
         run.model = Transformer::initialise(run.config, options.seed);
@@ -187,15 +189,16 @@ Result<TrainingRun> startTraining(const TrainOptions& options) {
     if (!corpus) return Error{corpus.error()};
     run.corpus = std::move(*corpus);
     const int64_t context = run.config.contextLength;
-    if (run.corpus.train.size() <= size_t(context) + 1 || run.corpus.validation.size() <= size_t(context) + 1) {
+    if (run.corpus.train.size() <= size_t(context) + 1 ||
+        run.corpus.validation.size() <= size_t(context) + 1) {
         return Error{"the corpus is too small for context " + std::to_string(context) +
                      " (training part " + std::to_string(run.corpus.train.size()) +
                      " tokens, validation part " + std::to_string(run.corpus.validation.size()) +
                      ")"};
     }
     run.validation = windows(run.corpus.validation,
-                             validationOffsets(run.corpus.validation.size(), options.evalBatches * options.batch,
-                                               context),
+                             validationOffsets(run.corpus.validation.size(),
+                                               options.evalBatches * options.batch, context),
                              context);
     return run;
 }
@@ -207,8 +210,9 @@ struct StepLosses {
 
 // Forward, backward, global-norm clipping and AdamW on one batch (B, context + 1). Fails when
 // the gradient norm is not finite, before anything is updated.
-Result<StepLosses> trainingStep(Transformer& model, OptimiserState& state, const torch::Tensor& batch,
-                                const TrainOptions& options, int64_t step, double lr) {
+Result<StepLosses> trainingStep(Transformer& model, OptimiserState& state,
+                                const torch::Tensor& batch, const TrainOptions& options,
+                                int64_t step, double lr) {
     const RunSpec run = model.config().trained;
     const bool regularise = run.attention.kind == AttentionKind::ReluFormer;
     const int64_t context = batch.size(1) - 1;
@@ -216,12 +220,13 @@ Result<StepLosses> trainingStep(Transformer& model, OptimiserState& state, const
     trace.options.rowMass = regularise;
     auto logits = model.forward(batch.narrow(1, 0, context), run, regularise ? &trace : nullptr);
     StepLosses losses;
-    losses.crossEntropy = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                               batch.narrow(1, 1, context).reshape({-1}));
+    losses.crossEntropy = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, context).reshape({-1}));
     auto loss = losses.crossEntropy;
     if (regularise) {
         auto reg = torch::zeros({});
-        for (const auto& layer : trace.layers) reg = reg + torch::log(layer.rowMass + 1e-6).abs().mean();
+        for (const auto& layer : trace.layers)
+            reg = reg + torch::log(layer.rowMass + 1e-6).abs().mean();
         losses.regulariser = reg * (options.reluformerLambda / double(trace.layers.size()));
         loss = loss + losses.regulariser;
     }
@@ -244,8 +249,8 @@ Result<StepLosses> trainingStep(Transformer& model, OptimiserState& state, const
         // Tensors the trained variant does not use (γ under softmax, the memory's layer norm
         // under relu) get no gradient and stay as initialised.
         if (!t.grad().defined()) continue;
-        adamWStep(t, t.grad() * clipScale, state.m[name], state.v[name], step, lr, options.beta1, options.beta2,
-                  options.weightDecay, decays(name, t));
+        adamWStep(t, t.grad() * clipScale, state.m[name], state.v[name], step, lr, options.beta1,
+                  options.beta2, options.weightDecay, decays(name, t));
     }
     return losses;
 }
@@ -307,7 +312,8 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
         }
         const int64_t step = state.step + 1;
         const double lr = learningRate(options, step);
-        auto batch = trainingBatch(training.corpus.train, options.batch, context, options.seed, step);
+        auto batch =
+            trainingBatch(training.corpus.train, options.batch, context, options.seed, step);
         auto losses = trainingStep(model, state, batch, options, step, lr);
         if (!losses) return Error{losses.error()};
         state.step = step;
@@ -324,7 +330,8 @@ Result<TrainSummary> trainModel(const TrainOptions& options, const std::atomic<b
         p.regulariser = losses->regulariser.defined() ? losses->regulariser.item<double>() : 0.0;
         p.lr = lr;
         p.elapsedSeconds = state.seconds;
-        p.tokensPerSecond = double((step - firstStep) * options.batch * context) / std::max(elapsed, 1e-9);
+        p.tokensPerSecond =
+            double((step - firstStep) * options.batch * context) / std::max(elapsed, 1e-9);
         p.secondsLeft = elapsed / double(step - firstStep) * double(options.steps - step);
         if (!std::isfinite(lastTrainLoss)) {
             return Error{"training diverged at step " + std::to_string(step) +

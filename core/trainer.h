@@ -8,23 +8,23 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/torch_include.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
+#include "core/torch_include.h"
 
 namespace relulens::core {
 
 struct TrainOptions {
     std::vector<std::string> corpus;
     std::string tokenizerPath;
-    std::string out;             // model folder written (config, weights, tokenizer, log, state)
-    ModelConfig config;          // sizes and the variants to train with; vocab from the tokenizer
+    std::string out;     // model folder written (config, weights, tokenizer, log, state)
+    ModelConfig config;  // sizes and the variants to train with; vocab from the tokenizer
     int64_t steps = 3000;
     int64_t batch = 16;
     double lr = 2e-3;
     int64_t warmup = 200;
-    double minLrRatio = 0.1;     // cosine decay ends at lr · minLrRatio
-    double weightDecay = 0.1;    // decoupled; matrices and embeddings only
+    double minLrRatio = 0.1;   // cosine decay ends at lr · minLrRatio
+    double weightDecay = 0.1;  // decoupled; matrices and embeddings only
     double clip = 1.0;
     double beta1 = 0.9, beta2 = 0.95;
     uint64_t seed = 1;
@@ -40,8 +40,8 @@ struct TrainOptions {
 
 struct TrainProgress {
     int64_t step = 0, steps = 0;
-    double trainLoss = 0;      // cross-entropy of this step's batch (regulariser excluded)
-    double regulariser = 0;    // ReLUFormer term of this step (0 for other variants)
+    double trainLoss = 0;        // cross-entropy of this step's batch (regulariser excluded)
+    double regulariser = 0;      // ReLUFormer term of this step (0 for other variants)
     double validationLoss = -1;  // set on evaluation steps
     double lr = 0;
     double tokensPerSecond = 0;
@@ -73,7 +73,8 @@ double learningRate(const TrainOptions& options, int64_t step);
 // then the moments m and v updated in place from `gradient`, bias-corrected for `step` (from 1),
 // and parameter -= lr / (1 - beta1^step) · m / (sqrt(v / (1 - beta2^step)) + 1e-8). The same
 // update as torch::optim::AdamW with eps 1e-8.
-void adamWStep(const torch::Tensor& parameter, const torch::Tensor& gradient, const torch::Tensor& m, const torch::Tensor& v,
-               int64_t step, double lr, double beta1, double beta2, double weightDecay, bool decay);
+void adamWStep(const torch::Tensor& parameter, const torch::Tensor& gradient,
+               const torch::Tensor& m, const torch::Tensor& v, int64_t step, double lr,
+               double beta1, double beta2, double weightDecay, bool decay);
 
 }  // namespace relulens::core

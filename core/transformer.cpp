@@ -35,8 +35,8 @@ Transformer Transformer::initialise(const ModelConfig& config, uint64_t seed, do
     for (const auto& t : config.tensorShapes()) {
         const std::string& n = t.name;
         auto ends = [&](const std::string& suffix) {
-            return n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(),
-                                                          suffix) == 0;
+            return n.size() >= suffix.size() &&
+                   n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
         };
         torch::Tensor value;
         if (ends("attn.gamma")) {
@@ -87,9 +87,8 @@ void Transformer::resolve() {
         layer.gamma = at(p + "attn.gamma");
         layer.ln2Weight = at(p + "ln2.weight");
         layer.ln2Bias = at(p + "ln2.bias");
-        layer.ffn = FfnWeights{at(p + "ffn.w1"),        at(p + "ffn.b1"),
-                               at(p + "ffn.w2"),        at(p + "ffn.b2"),
-                               at(p + "ffn.ln.weight"), at(p + "ffn.ln.bias"),
+        layer.ffn = FfnWeights{at(p + "ffn.w1"), at(p + "ffn.b1"),        at(p + "ffn.w2"),
+                               at(p + "ffn.b2"), at(p + "ffn.ln.weight"), at(p + "ffn.ln.bias"),
                                config_.normEps};
         layers_.push_back(std::move(layer));
     }
@@ -102,7 +101,9 @@ std::vector<torch::Tensor> Transformer::parameters() const {
     return out;
 }
 
-torch::Device Transformer::device() const { return embedding_.device(); }
+torch::Device Transformer::device() const {
+    return embedding_.device();
+}
 
 void Transformer::to(const torch::Device& device) {
     for (auto& [name, t] : tensors_) t = t.to(device);
@@ -113,16 +114,23 @@ void Transformer::setRequiresGrad(bool requiresGrad) {
     for (auto& [name, t] : tensors_) t.set_requires_grad(requiresGrad);
 }
 
-torch::Tensor Transformer::attentionGamma(int64_t layer) const { return layers_.at(size_t(layer)).gamma; }
+torch::Tensor Transformer::attentionGamma(int64_t layer) const {
+    return layers_.at(size_t(layer)).gamma;
+}
 
-torch::Tensor Transformer::slotValues(int64_t layer) const { return layers_.at(size_t(layer)).ffn.w2; }
+torch::Tensor Transformer::slotValues(int64_t layer) const {
+    return layers_.at(size_t(layer)).ffn.w2;
+}
 
-torch::Tensor Transformer::outputEmbedding() const { return embedding_; }
+torch::Tensor Transformer::outputEmbedding() const {
+    return embedding_;
+}
 
 FfnDiagnostics Transformer::ffnDiagnostics(int64_t layer, const torch::Tensor& input,
                                            const torch::Tensor& slots, const torch::Tensor& output,
                                            FfnKind kind, double tauScale) const {
-    return core::ffnDiagnostics(input, slots, layers_.at(size_t(layer)).ffn, kind, tauScale, output);
+    return core::ffnDiagnostics(input, slots, layers_.at(size_t(layer)).ffn, kind, tauScale,
+                                output);
 }
 
 torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
@@ -177,7 +185,8 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
 }
 
 torch::Tensor Transformer::logitsFromResidual(const torch::Tensor& stream) const {
-    const auto x = torch::layer_norm(stream, {config_.dModel}, lnFWeight_, lnFBias_, config_.normEps);
+    const auto x =
+        torch::layer_norm(stream, {config_.dModel}, lnFWeight_, lnFBias_, config_.normEps);
     return torch::linear(x, embedding_);  // tied output embedding
 }
 

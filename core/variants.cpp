@@ -7,28 +7,40 @@ namespace relulens::core {
 
 std::string attentionKindName(AttentionKind kind) {
     switch (kind) {
-        case AttentionKind::Softmax: return "softmax";
-        case AttentionKind::Relu: return "relu";
-        case AttentionKind::ReluLen: return "relu_len";
-        case AttentionKind::ReluFormer: return "reluformer";
-        case AttentionKind::Family: return "family";
-        case AttentionKind::Sigmoid: return "sigmoid";
-        case AttentionKind::Softpick: return "softpick";
-        case AttentionKind::Softmax1: return "softmax1";
-        case AttentionKind::Sparsemax: return "sparsemax";
-        case AttentionKind::Entmax15: return "entmax15";
-        case AttentionKind::Ssmax: return "ssmax";
-        case AttentionKind::StickBreaking: return "stickbreaking";
+        case AttentionKind::Softmax:
+            return "softmax";
+        case AttentionKind::Relu:
+            return "relu";
+        case AttentionKind::ReluLen:
+            return "relu_len";
+        case AttentionKind::ReluFormer:
+            return "reluformer";
+        case AttentionKind::Family:
+            return "family";
+        case AttentionKind::Sigmoid:
+            return "sigmoid";
+        case AttentionKind::Softpick:
+            return "softpick";
+        case AttentionKind::Softmax1:
+            return "softmax1";
+        case AttentionKind::Sparsemax:
+            return "sparsemax";
+        case AttentionKind::Entmax15:
+            return "entmax15";
+        case AttentionKind::Ssmax:
+            return "ssmax";
+        case AttentionKind::StickBreaking:
+            return "stickbreaking";
     }
     return "?";
 }
 
 const std::vector<AttentionKind>& attentionKinds() {
     static const std::vector<AttentionKind> kinds = {
-        AttentionKind::Softmax,   AttentionKind::Relu,     AttentionKind::ReluLen,
-        AttentionKind::ReluFormer, AttentionKind::Family,  AttentionKind::Sigmoid,
-        AttentionKind::Softpick,  AttentionKind::Softmax1, AttentionKind::Sparsemax,
-        AttentionKind::Entmax15,  AttentionKind::Ssmax,    AttentionKind::StickBreaking};
+        AttentionKind::Softmax,    AttentionKind::Relu,     AttentionKind::ReluLen,
+        AttentionKind::ReluFormer, AttentionKind::Family,   AttentionKind::Sigmoid,
+        AttentionKind::Softpick,   AttentionKind::Softmax1, AttentionKind::Sparsemax,
+        AttentionKind::Entmax15,   AttentionKind::Ssmax,    AttentionKind::StickBreaking};
     return kinds;
 }
 
@@ -40,36 +52,48 @@ bool isPapersVariant(AttentionKind kind) {
 
 std::string attentionKindList() {
     std::string list;
-    for (auto kind : attentionKinds()) list += (list.empty() ? "" : " | ") + attentionKindName(kind);
+    for (auto kind : attentionKinds())
+        list += (list.empty() ? "" : " | ") + attentionKindName(kind);
     return list;
 }
 
 const std::vector<FamilyFunction>& familyFunctions() {
-    static const std::vector<FamilyFunction> functions = {FamilyFunction::Relu, FamilyFunction::Relu2,
-                                                          FamilyFunction::Gelu, FamilyFunction::Softplus,
-                                                          FamilyFunction::Sigmoid};
+    static const std::vector<FamilyFunction> functions = {
+        FamilyFunction::Relu, FamilyFunction::Relu2, FamilyFunction::Gelu, FamilyFunction::Softplus,
+        FamilyFunction::Sigmoid};
     return functions;
 }
 
 std::string familyFunctionName(FamilyFunction h) {
     switch (h) {
-        case FamilyFunction::Relu: return "relu";
-        case FamilyFunction::Relu2: return "relu2";
-        case FamilyFunction::Gelu: return "gelu";
-        case FamilyFunction::Softplus: return "softplus";
-        case FamilyFunction::Sigmoid: return "sigmoid";
+        case FamilyFunction::Relu:
+            return "relu";
+        case FamilyFunction::Relu2:
+            return "relu2";
+        case FamilyFunction::Gelu:
+            return "gelu";
+        case FamilyFunction::Softplus:
+            return "softplus";
+        case FamilyFunction::Sigmoid:
+            return "sigmoid";
     }
     return "?";
 }
 
 std::string ffnKindName(FfnKind kind) {
     switch (kind) {
-        case FfnKind::Relu: return "relu";
-        case FfnKind::Gelu: return "gelu";
-        case FfnKind::Softmax: return "softmax";
-        case FfnKind::SoftmaxLn: return "softmax_ln";
-        case FfnKind::Silu: return "silu";
-        case FfnKind::GeluTanh: return "gelu_tanh";
+        case FfnKind::Relu:
+            return "relu";
+        case FfnKind::Gelu:
+            return "gelu";
+        case FfnKind::Softmax:
+            return "softmax";
+        case FfnKind::SoftmaxLn:
+            return "softmax_ln";
+        case FfnKind::Silu:
+            return "silu";
+        case FfnKind::GeluTanh:
+            return "gelu_tanh";
     }
     return "?";
 }
@@ -101,12 +125,15 @@ Result<FfnKind> parseFfnKind(const std::string& name) {
 }
 
 Status validateAttentionSpec(const AttentionSpec& spec) {
-    if (!std::isfinite(spec.lengthExponent) || spec.lengthExponent < 0.0 || spec.lengthExponent > 2.0) {
+    if (!std::isfinite(spec.lengthExponent) || spec.lengthExponent < 0.0 ||
+        spec.lengthExponent > 2.0) {
         char buffer[96];
-        std::snprintf(buffer, sizeof buffer, "length exponent a = %g is outside [0, 2]", spec.lengthExponent);
+        std::snprintf(buffer, sizeof buffer, "length exponent a = %g is outside [0, 2]",
+                      spec.lengthExponent);
         return Error{buffer};
     }
-    if (spec.sigmoidBias && (!std::isfinite(*spec.sigmoidBias) || std::fabs(*spec.sigmoidBias) > 50.0)) {
+    if (spec.sigmoidBias &&
+        (!std::isfinite(*spec.sigmoidBias) || std::fabs(*spec.sigmoidBias) > 50.0)) {
         char buffer[96];
         std::snprintf(buffer, sizeof buffer, "sigmoid bias b = %g is outside [-50, 50]",
                       *spec.sigmoidBias);
@@ -121,7 +148,9 @@ Status validateAttentionSpec(const AttentionSpec& spec) {
     return {};
 }
 
-std::string AttentionSpec::name() const { return attentionKindName(kind); }
+std::string AttentionSpec::name() const {
+    return attentionKindName(kind);
+}
 
 std::string AttentionSpec::label() const {
     char buffer[96];
@@ -142,7 +171,8 @@ std::string AttentionSpec::label() const {
             if (ssmaxSigma == kDefaultSsmaxSigma) return "ssmax";
             std::snprintf(buffer, sizeof buffer, "ssmax(sigma=%.2f)", ssmaxSigma);
             return buffer;
-        default: return name();
+        default:
+            return name();
     }
 }
 
@@ -153,10 +183,13 @@ bool AttentionSpec::hasExactZeros() const {
         case AttentionKind::ReluFormer:
         case AttentionKind::Softpick:
         case AttentionKind::Sparsemax:
-        case AttentionKind::Entmax15: return true;
+        case AttentionKind::Entmax15:
+            return true;
         case AttentionKind::Family:
-            return familyFunction == FamilyFunction::Relu || familyFunction == FamilyFunction::Relu2;
-        default: return false;
+            return familyFunction == FamilyFunction::Relu ||
+                   familyFunction == FamilyFunction::Relu2;
+        default:
+            return false;
     }
 }
 
@@ -164,9 +197,12 @@ std::string AttentionOverride::label() const {
     std::string where = std::to_string(layer);
     if (head >= 0) where += ":" + std::to_string(head);
     switch (ablation) {
-        case Ablation::Zero: return where + "=zero";
-        case Ablation::Uniform: return where + "=uniform";
-        case Ablation::None: break;
+        case Ablation::Zero:
+            return where + "=zero";
+        case Ablation::Uniform:
+            return where + "=uniform";
+        case Ablation::None:
+            break;
     }
     return where + "=" + spec.label();
 }
@@ -224,7 +260,8 @@ Status parseWhere(const std::string& where, const std::string& text, AttentionOv
     };
     if (!number(where.substr(0, colon), o.layer) ||
         (colon != std::string::npos && !number(where.substr(colon + 1), o.head))) {
-        return Error{"'" + text + "': expected LAYER or LAYER:HEAD (whole numbers from 0) before '='"};
+        return Error{"'" + text +
+                     "': expected LAYER or LAYER:HEAD (whole numbers from 0) before '='"};
     }
     return {};
 }
@@ -234,7 +271,8 @@ Status parseWhere(const std::string& where, const std::string& text, AttentionOv
 Result<AttentionOverride> parseOverride(const std::string& text) {
     const auto equals = text.find('=');
     if (equals == std::string::npos) {
-        return Error{"'" + text + "': expected LAYER[:HEAD]=VARIANT, e.g. 2=relu_len or 1:3=sparsemax"};
+        return Error{"'" + text +
+                     "': expected LAYER[:HEAD]=VARIANT, e.g. 2=relu_len or 1:3=sparsemax"};
     }
     AttentionOverride o;
     if (auto s = parseWhere(text.substr(0, equals), text, o); !s) return Error{s.error()};
@@ -256,7 +294,8 @@ Result<AttentionOverride> parseAblation(const std::string& text) {
     if (o.head < 0) return Error{"'" + text + "': an ablation names one head, LAYER:HEAD"};
     const std::string mode = equals == std::string::npos ? "zero" : text.substr(equals + 1);
     if (mode != "zero" && mode != "uniform") {
-        return Error{"'" + text + "': an ablation is zero (output 0) or uniform (1/n to every visible key)"};
+        return Error{"'" + text +
+                     "': an ablation is zero (output 0) or uniform (1/n to every visible key)"};
     }
     o.ablation = mode == "zero" ? Ablation::Zero : Ablation::Uniform;
     return o;
@@ -265,13 +304,16 @@ Result<AttentionOverride> parseAblation(const std::string& text) {
 Status validateOverrides(const RunSpec& run, int64_t layers, int64_t heads) {
     for (const auto& o : run.overrides) {
         if (o.layer < 0 || o.layer >= layers) {
-            return Error{"override " + o.label() + ": the model has layers 0–" + std::to_string(layers - 1)};
+            return Error{"override " + o.label() + ": the model has layers 0–" +
+                         std::to_string(layers - 1)};
         }
         if (o.head >= heads) {
-            return Error{"override " + o.label() + ": the model has heads 0–" + std::to_string(heads - 1)};
+            return Error{"override " + o.label() + ": the model has heads 0–" +
+                         std::to_string(heads - 1)};
         }
         if (o.ablation == Ablation::None) {
-            if (auto s = validateAttentionSpec(o.spec); !s) return Error{"override " + o.label() + ": " + s.error()};
+            if (auto s = validateAttentionSpec(o.spec); !s)
+                return Error{"override " + o.label() + ": " + s.error()};
         }
     }
     return {};
@@ -279,7 +321,8 @@ Status validateOverrides(const RunSpec& run, int64_t layers, int64_t heads) {
 
 bool AttentionSpec::operator==(const AttentionSpec& other) const {
     if (kind != other.kind) return false;
-    if (kind == AttentionKind::Family) return familyFunction == other.familyFunction && lengthExponent == other.lengthExponent;
+    if (kind == AttentionKind::Family)
+        return familyFunction == other.familyFunction && lengthExponent == other.lengthExponent;
     if (kind == AttentionKind::ReluLen) return lengthExponent == other.lengthExponent;
     if (kind == AttentionKind::Sigmoid) return sigmoidBias == other.sigmoidBias;
     if (kind == AttentionKind::Ssmax) return ssmaxSigma == other.ssmaxSigma;

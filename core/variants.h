@@ -14,8 +14,18 @@ namespace relulens::core {
 // The papers' variants first (Shen et al. 2023, Wortsman et al. 2023), then the later ones of
 // PAPERS.md's "Beyond the two papers".
 enum class AttentionKind {
-    Softmax, Relu, ReluLen, ReluFormer, Family,
-    Sigmoid, Softpick, Softmax1, Sparsemax, Entmax15, Ssmax, StickBreaking
+    Softmax,
+    Relu,
+    ReluLen,
+    ReluFormer,
+    Family,
+    Sigmoid,
+    Softpick,
+    Softmax1,
+    Sparsemax,
+    Entmax15,
+    Ssmax,
+    StickBreaking
 };
 enum class FamilyFunction { Relu, Relu2, Gelu, Softplus, Sigmoid };
 // Silu and GeluTanh are the gate activations of gated (Hugging Face) FFNs.
@@ -23,11 +33,12 @@ enum class FfnKind { Relu, Gelu, Softmax, SoftmaxLn, Silu, GeluTanh };
 
 struct AttentionSpec {
     AttentionKind kind = AttentionKind::Softmax;
-    FamilyFunction familyFunction = FamilyFunction::Relu;  // h of Family: h(s) / n^a; used by Family only
+    FamilyFunction familyFunction =
+        FamilyFunction::Relu;     // h of Family: h(s) / n^a; used by Family only
     double lengthExponent = 1.0;  // a, the length exponent of ReluLen and Family, in [0, 2]
     // Sigmoid's bias b in sigma(s + b): unset means b_i = -log n_i (Ramapuram et al.'s choice).
     std::optional<double> sigmoidBias;
-    double ssmaxSigma = kDefaultSsmaxSigma;   // Ssmax's scale: softmax(sigma * log n_i * s)
+    double ssmaxSigma = kDefaultSsmaxSigma;  // Ssmax's scale: softmax(sigma * log n_i * s)
 
     static constexpr double kDefaultSsmaxSigma = 0.43;
 
@@ -51,7 +62,7 @@ enum class Ablation { None, Zero, Uniform };
 struct AttentionOverride {
     int64_t layer = 0;
     int64_t head = -1;
-    AttentionSpec spec;                // used when ablation is None
+    AttentionSpec spec;  // used when ablation is None
     Ablation ablation = Ablation::None;
 
     // "2=relu_len", "1:3=sparsemax", "1:2=zero", "0:1=uniform": what --override/--ablate take.

@@ -79,8 +79,10 @@ torch::Tensor poolByHand(const torch::Tensor& full, int64_t r0, int64_t r1, int6
     auto out = torch::empty({outRows, outKeys}, torch::kFloat32);
     for (int64_t a = 0; a < outRows; ++a) {
         for (int64_t b = 0; b < outKeys; ++b) {
-            const int64_t rLo = r0 + a * (r1 - r0) / outRows, rHi = r0 + (a + 1) * (r1 - r0) / outRows;
-            const int64_t kLo = k0 + b * (k1 - k0) / outKeys, kHi = k0 + (b + 1) * (k1 - k0) / outKeys;
+            const int64_t rLo = r0 + a * (r1 - r0) / outRows,
+                          rHi = r0 + (a + 1) * (r1 - r0) / outRows;
+            const int64_t kLo = k0 + b * (k1 - k0) / outKeys,
+                          kHi = k0 + (b + 1) * (k1 - k0) / outKeys;
             double best = -std::numeric_limits<double>::infinity(), sum = 0;
             int count = 0;
             for (int64_t i = rLo; i < rHi; ++i) {
@@ -123,7 +125,8 @@ bool sameWithNaN(const torch::Tensor& a, const torch::Tensor& b, double toleranc
     if (!torch::equal(a.isnan(), b.isnan())) return false;
     const auto finite = a.isnan().logical_not();
     if (finite.sum().item<int64_t>() == 0) return true;
-    return (a.masked_select(finite) - b.masked_select(finite)).abs().max().item<double>() <= tolerance;
+    return (a.masked_select(finite) - b.masked_select(finite)).abs().max().item<double>() <=
+           tolerance;
 }
 
 }  // namespace
@@ -135,8 +138,8 @@ private:
     std::string text_;
 
     // b against a capture a of the same text (or, prefixOnly, of a longer text starting with it).
-    static void compareCaptures(const CaptureResult& a, const CaptureResult& b, const QByteArray& name,
-                                bool prefixOnly = false) {
+    static void compareCaptures(const CaptureResult& a, const CaptureResult& b,
+                                const QByteArray& name, bool prefixOnly = false) {
         const int64_t L = int64_t(b.tokens.size());
         if (!prefixOnly) QCOMPARE(int64_t(a.tokens.size()), L);
         for (int64_t i = 0; i < L - (prefixOnly ? 1 : 0); ++i) {
@@ -156,24 +159,36 @@ private:
             const auto& x = a.layers[l];
             const auto& y = b.layers[l];
             auto head = [&](const torch::Tensor& t) { return t.narrow(-1, 0, rows); };
-            QVERIFY2(maxDifference(head(x.attentionDiagnostics.rowSparsity), head(y.attentionDiagnostics.rowSparsity)) < 1e-6,
-                     qPrintable(QString("%1, layer %2: row sparsity %3 apart").arg(name.constData()).arg(l)
-                                    .arg(maxDifference(head(x.attentionDiagnostics.rowSparsity), head(y.attentionDiagnostics.rowSparsity)))));
-            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowEntropy), head(y.attentionDiagnostics.rowEntropy)) < 1e-4, name);
-            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowMass), head(y.attentionDiagnostics.rowMass)) < 1e-5, name);
-            QVERIFY2(relativeDifference(x.slotActivations.narrow(0, 0, rows), y.slotActivations.narrow(0, 0, rows)) < 1e-5, name);
+            QVERIFY2(maxDifference(head(x.attentionDiagnostics.rowSparsity),
+                                   head(y.attentionDiagnostics.rowSparsity)) < 1e-6,
+                     qPrintable(QString("%1, layer %2: row sparsity %3 apart")
+                                    .arg(name.constData())
+                                    .arg(l)
+                                    .arg(maxDifference(head(x.attentionDiagnostics.rowSparsity),
+                                                       head(y.attentionDiagnostics.rowSparsity)))));
+            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowEntropy),
+                                        head(y.attentionDiagnostics.rowEntropy)) < 1e-4,
+                     name);
+            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowMass),
+                                        head(y.attentionDiagnostics.rowMass)) < 1e-5,
+                     name);
+            QVERIFY2(relativeDifference(x.slotActivations.narrow(0, 0, rows),
+                                        y.slotActivations.narrow(0, 0, rows)) < 1e-5,
+                     name);
             const auto maps = b.maps->lazy();
             QVERIFY(maps);
             for (int64_t h = 0; h < maps->heads(); h += 3) {
                 QVERIFY2(maxDifference(a.maps->weights(int64_t(l), h, 0, rows, 0, rows),
-                                       b.maps->weights(int64_t(l), h, 0, rows, 0, rows)) < 1e-5, name);
+                                       b.maps->weights(int64_t(l), h, 0, rows, 0, rows)) < 1e-5,
+                         name);
             }
             if (prefixOnly) continue;
             QVERIFY2(relativeDifference(x.ffn.tokenSparsity, y.ffn.tokenSparsity) < 1e-6, name);
             QVERIFY2(close(x.ffn.sparsity, y.ffn.sparsity, 1e-6), name);
             QVERIFY2(close(x.ffn.outputVariance, y.ffn.outputVariance, 1e-5), name);
             QVERIFY(sameWithNaN(a.maps->overview(int64_t(l)), b.maps->overview(int64_t(l)), 1e-6));
-            QCOMPARE(x.attentionDiagnostics.outputVarianceByN.size(), y.attentionDiagnostics.outputVarianceByN.size());
+            QCOMPARE(x.attentionDiagnostics.outputVarianceByN.size(),
+                     y.attentionDiagnostics.outputVarianceByN.size());
             for (size_t h = 0; h < x.attentionDiagnostics.heads.size(); ++h) {
                 const auto& p = x.attentionDiagnostics.heads[h];
                 const auto& q = y.attentionDiagnostics.heads[h];
@@ -265,12 +280,16 @@ private Q_SLOTS:
             QCOMPARE(maps.tokens(), L);
             for (const auto& m : a->maps->requested()) {
                 const auto w = maps.weights(m.ref.layer, m.ref.head);
-                QVERIFY2(maxDifference(w, m.weights) < 1e-5, qPrintable(QString("%1 %2").arg(name.constData()).arg(maxDifference(w, m.weights))));
+                QVERIFY2(
+                    maxDifference(w, m.weights) < 1e-5,
+                    qPrintable(
+                        QString("%1 %2").arg(name.constData()).arg(maxDifference(w, m.weights))));
                 const auto s = maps.scores(m.ref.layer, m.ref.head, 0, L, 0, L);
                 QVERIFY2(relativeDifference(s, m.scores) < 1e-5, name);
                 // a tile is the same slice of the map
                 const auto tile = maps.weights(m.ref.layer, m.ref.head, 40, 77, 10, 61);
-                QVERIFY2(maxDifference(tile, m.weights.slice(0, 40, 77).slice(1, 10, 61)) < 1e-5, name);
+                QVERIFY2(maxDifference(tile, m.weights.slice(0, 40, 77).slice(1, 10, 61)) < 1e-5,
+                         name);
             }
             // the mean of a layer's heads
             std::vector<torch::Tensor> layer1;
@@ -293,8 +312,12 @@ private Q_SLOTS:
                         ++rows;
                     }
                 }
-                const auto& sink = b->layers[size_t(m.ref.layer)].attentionDiagnostics.heads[size_t(m.ref.head)].sink;
-                QVERIFY2(std::abs(sink.firstTokenShare - share / double(std::max<int64_t>(rows, 1))) < 1e-5, name);
+                const auto& sink = b->layers[size_t(m.ref.layer)]
+                                       .attentionDiagnostics.heads[size_t(m.ref.head)]
+                                       .sink;
+                QVERIFY2(std::abs(sink.firstTokenShare -
+                                  share / double(std::max<int64_t>(rows, 1))) < 1e-5,
+                         name);
                 QVERIFY2(std::abs(sink.sinkScore - score / double(L)) < 1e-6, name);
                 QCOMPARE(sink.sinkHead, score / double(L) > 0.3);
                 QCOMPARE(sink.zeroMassRows, L - 1 - rows);
@@ -303,7 +326,8 @@ private Q_SLOTS:
             QCOMPARE(a->predictions.size(), b->predictions.size());
             for (size_t i = 0; i < a->predictions.size(); ++i) {
                 QCOMPARE(a->predictions[i][0].id, b->predictions[i][0].id);
-                QVERIFY(std::abs(a->predictions[i][0].probability - b->predictions[i][0].probability) < 1e-5);
+                QVERIFY(std::abs(a->predictions[i][0].probability -
+                                 b->predictions[i][0].probability) < 1e-5);
             }
             for (size_t l = 0; l < a->layers.size(); ++l) {
                 const auto& x = a->layers[l].attentionDiagnostics;
@@ -352,8 +376,10 @@ private Q_SLOTS:
         const int64_t L = x.tokens();
         for (int64_t head : {0, 1, -1}) {
             QVERIFY(maxDifference(x.weights(1, head), y.weights(1, head)) < 1e-5);
-            QVERIFY(maxDifference(x.weights(0, head, 3, 17, 2, 9), y.weights(0, head, 3, 17, 2, 9)) < 1e-5);
-            QVERIFY(maxDifference(x.scores(1, head, 0, L, 0, L), y.scores(1, head, 0, L, 0, L)) < 1e-4);
+            QVERIFY(maxDifference(x.weights(0, head, 3, 17, 2, 9),
+                                  y.weights(0, head, 3, 17, 2, 9)) < 1e-5);
+            QVERIFY(maxDifference(x.scores(1, head, 0, L, 0, L), y.scores(1, head, 0, L, 0, L)) <
+                    1e-4);
             QVERIFY(std::abs(x.weightAt(1, head, L - 1, 3) - y.weightAt(1, head, L - 1, 3)) < 1e-6);
             const auto px = x.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
             const auto py = y.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
@@ -381,30 +407,40 @@ private Q_SLOTS:
         const int64_t L = maps.tokens();
         const auto full = maps.weights(0, 1);
         const auto mean = maps.weights(1, -1);
-        struct Case { int64_t r0, r1, k0, k1, rows, keys; };
+        struct Case {
+            int64_t r0, r1, k0, k1, rows, keys;
+        };
         // the whole map unevenly, a tile across the diagonal, one above it (all masked), and a
         // region smaller than the requested cells (no pooling)
         for (const Case& c : {Case{0, L, 0, L, 9, 11}, Case{30, 95, 20, 90, 6, 13},
                               Case{5, 20, 40, 60, 3, 4}, Case{50, 58, 45, 52, 100, 100}}) {
             for (bool max : {true, false}) {
                 const auto pooling = max ? Pooling::Max : Pooling::Mean;
-                const int64_t rows = std::min(c.rows, c.r1 - c.r0), keys = std::min(c.keys, c.k1 - c.k0);
+                const int64_t rows = std::min(c.rows, c.r1 - c.r0),
+                              keys = std::min(c.keys, c.k1 - c.k0);
                 auto expected = poolByHand(full, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
                 auto got = maps.pooled(0, 1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling);
                 QVERIFY2(sameWithNaN(got, expected, 1e-6),
-                         qPrintable(QString("rows %1-%2 keys %3-%4 %5").arg(c.r0).arg(c.r1).arg(c.k0)
-                                        .arg(c.k1).arg(max ? "max" : "mean")));
+                         qPrintable(QString("rows %1-%2 keys %3-%4 %5")
+                                        .arg(c.r0)
+                                        .arg(c.r1)
+                                        .arg(c.k0)
+                                        .arg(c.k1)
+                                        .arg(max ? "max" : "mean")));
                 auto expectedMean = poolByHand(mean, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
-                QVERIFY(sameWithNaN(maps.pooled(1, -1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling),
-                                    expectedMean, 1e-6));
+                QVERIFY(
+                    sameWithNaN(maps.pooled(1, -1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling),
+                                expectedMean, 1e-6));
             }
         }
         // the region above the diagonal holds only masked entries
         QVERIFY(maps.pooled(0, 1, 5, 20, 40, 60, 3, 4, Pooling::Max).isnan().all().item<bool>());
         // no pooling at full size: the cells are the map itself, masked entries NaN
         auto exact = maps.pooled(0, 1, 0, L, 0, L, L, L, Pooling::Mean);
-        QVERIFY(sameWithNaN(exact, full.masked_fill(torch::ones({L, L}, torch::kBool).triu(1),
-                                                    std::numeric_limits<float>::quiet_NaN()), 1e-7));
+        QVERIFY(sameWithNaN(exact,
+                            full.masked_fill(torch::ones({L, L}, torch::kBool).triu(1),
+                                             std::numeric_limits<float>::quiet_NaN()),
+                            1e-7));
     }
 
     void overviewsMadeDuringTheForwardEqualPoolingAfterIt() {
@@ -418,7 +454,8 @@ private Q_SLOTS:
         QVERIFY(r.ok());
         const auto& maps = *r->maps->lazy();
         const int64_t L = maps.tokens();
-        QVERIFY(r->maps->overview(maps.layers() - 1).defined() && !r->maps->overview(maps.layers()).defined());
+        QVERIFY(r->maps->overview(maps.layers() - 1).defined() &&
+                !r->maps->overview(maps.layers()).defined());
         // Cells of w × w tokens, w the smallest power of two giving at most 64 a side.
         QVERIFY2(L > 256 && L <= 512, qPrintable(QString::number(L)));
         const int64_t w = 8, cells = (L + w - 1) / w;
@@ -457,18 +494,25 @@ private Q_SLOTS:
             QCOMPARE(full->reusedTokens, int64_t(0));
 
             std::shared_ptr<const CaptureMemory> memory;
-            auto first = capture(*tiny_->model, tiny_->tokenizer, start, request, nullptr, nullptr, &memory);
+            auto first =
+                capture(*tiny_->model, tiny_->tokenizer, start, request, nullptr, nullptr, &memory);
             QVERIFY(first.ok() && memory);
             std::shared_ptr<const CaptureMemory> memory2;
-            auto middle = capture(*tiny_->model, tiny_->tokenizer, midWord, request, nullptr, memory.get(), &memory2);
+            auto middle = capture(*tiny_->model, tiny_->tokenizer, midWord, request, nullptr,
+                                  memory.get(), &memory2);
             QVERIFY(middle.ok() && memory2);
             // every token of the start is shared: the continuation starts at its end
             QCOMPARE(middle->reusedTokens, int64_t(first->tokens.size()));
-            auto continued = capture(*tiny_->model, tiny_->tokenizer, whole, request, nullptr, memory2.get());
+            auto continued =
+                capture(*tiny_->model, tiny_->tokenizer, whole, request, nullptr, memory2.get());
             QVERIFY(continued.ok());
             // the word's last piece changed: from the checkpoint before it
-            QVERIFY2(continued->reusedTokens > 0 && continued->reusedTokens < int64_t(middle->tokens.size()),
-                     qPrintable(QString("%1 reused %2 of %3").arg(name.constData()).arg(continued->reusedTokens).arg(middle->tokens.size())));
+            QVERIFY2(continued->reusedTokens > 0 &&
+                         continued->reusedTokens < int64_t(middle->tokens.size()),
+                     qPrintable(QString("%1 reused %2 of %3")
+                                    .arg(name.constData())
+                                    .arg(continued->reusedTokens)
+                                    .arg(middle->tokens.size())));
             compareCaptures(*full, *continued, name);
             if (QTest::currentTestFailed()) return;
             compareCaptures(*full, *middle, name, /*prefixOnly=*/true);
@@ -478,17 +522,20 @@ private Q_SLOTS:
         CaptureRequest softmax = viewerRequest(everyVariant()[0], 0.1);
         CaptureRequest relu = viewerRequest(everyVariant()[1], 0.1);
         std::shared_ptr<const CaptureMemory> memory;
-        QVERIFY(capture(*tiny_->model, tiny_->tokenizer, start, softmax, nullptr, nullptr, &memory).ok());
+        QVERIFY(capture(*tiny_->model, tiny_->tokenizer, start, softmax, nullptr, nullptr, &memory)
+                    .ok());
         auto other = capture(*tiny_->model, tiny_->tokenizer, whole, relu, nullptr, memory.get());
         QVERIFY(other.ok());
         QCOMPARE(other->reusedTokens, int64_t(0));
-        auto edited = capture(*tiny_->model, tiny_->tokenizer, "Once " + whole, softmax, nullptr, memory.get());
+        auto edited = capture(*tiny_->model, tiny_->tokenizer, "Once " + whole, softmax, nullptr,
+                              memory.get());
         QVERIFY(edited.ok());
         QCOMPARE(edited->reusedTokens, int64_t(0));
         // maps asked for by name are never continued
         CaptureRequest withMaps = softmax;
         withMaps.maps = {{0, 0}};
-        auto mapped = capture(*tiny_->model, tiny_->tokenizer, whole, withMaps, nullptr, memory.get());
+        auto mapped =
+            capture(*tiny_->model, tiny_->tokenizer, whole, withMaps, nullptr, memory.get());
         QVERIFY(mapped.ok());
         QCOMPARE(mapped->reusedTokens, int64_t(0));
     }
@@ -513,7 +560,8 @@ private Q_SLOTS:
             before.blockRows = 19;
             before.lens = true;
             std::shared_ptr<const CaptureMemory> memory;
-            QVERIFY(capture(model, tokenizer, text, before, nullptr, nullptr, &memory).ok() && memory);
+            QVERIFY(capture(model, tokenizer, text, before, nullptr, nullptr, &memory).ok() &&
+                    memory);
             for (int64_t k = 0; k < layers; ++k) {
                 AttentionOverride layerWide;
                 layerWide.layer = k;
@@ -523,7 +571,8 @@ private Q_SLOTS:
                 ablation.head = 1;
                 ablation.ablation = Ablation::Uniform;
                 for (const auto& change : {layerWide, ablation}) {
-                    const QByteArray name = QByteArray::fromStdString(base.attention.label() + " " + change.label());
+                    const QByteArray name =
+                        QByteArray::fromStdString(base.attention.label() + " " + change.label());
                     CaptureRequest changed = before;
                     changed.run.overrides = {change};
                     changed.effect = true;
@@ -543,12 +592,18 @@ private Q_SLOTS:
                     const auto& b = *reused->effect;
                     QCOMPARE(a.kl.size(), b.kl.size());
                     for (size_t i = 0; i < a.kl.size(); ++i) {
-                        QVERIFY2(std::abs(a.kl[i] - b.kl[i]) < 1e-5 && std::abs(a.deltaLogProb[i] - b.deltaLogProb[i]) < 1e-4, name);
+                        QVERIFY2(std::abs(a.kl[i] - b.kl[i]) < 1e-5 &&
+                                     std::abs(a.deltaLogProb[i] - b.deltaLogProb[i]) < 1e-4,
+                                 name);
                     }
-                    QVERIFY2(std::abs(a.loss - b.loss) < 1e-5 && std::abs(a.unchangedLoss - b.unchangedLoss) < 1e-5, name);
+                    QVERIFY2(std::abs(a.loss - b.loss) < 1e-5 &&
+                                 std::abs(a.unchangedLoss - b.unchangedLoss) < 1e-5,
+                             name);
                     // the change matters: it is not an empty run compared with itself
                     QVERIFY2(a.unchangedLoss != a.loss, name);
-                    QVERIFY2(maxDifference(full->lens->nextTokenProbability, reused->lens->nextTokenProbability) < 1e-5, name);
+                    QVERIFY2(maxDifference(full->lens->nextTokenProbability,
+                                           reused->lens->nextTokenProbability) < 1e-5,
+                             name);
                 }
             }
         }
@@ -601,7 +656,8 @@ private Q_SLOTS:
         const auto& maps = *r->maps->lazy();
         QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(5, 0));
         QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(0, 0, 0, maps.tokens() + 1, 0, 1));
-        QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.pooled(0, 9, 0, 1, 0, 1, 1, 1, Pooling::Max));
+        QVERIFY_THROWS_EXCEPTION(std::out_of_range,
+                                 maps.pooled(0, 9, 0, 1, 0, 1, 1, 1, Pooling::Max));
     }
 
     void everyMapAtOnceIsCappedButLazyIsNot() {
@@ -612,7 +668,8 @@ private Q_SLOTS:
         full.maxAllMapsTokens = 200;
         auto refused = capture(*tiny_->model, tiny_->tokenizer, text, full);
         QVERIFY(!refused.ok());
-        QVERIFY2(QString::fromStdString(refused.error()).contains("every map at once is kept for at most 200"),
+        QVERIFY2(QString::fromStdString(refused.error())
+                     .contains("every map at once is kept for at most 200"),
                  refused.error().c_str());
         CaptureRequest lazy;
         lazy.lazyMaps = true;

@@ -3,13 +3,13 @@
 // 2,000 edits and toggles faster than the model can answer.
 #include <QtTest>
 
+#include <sys/resource.h>
 #include <QPlainTextEdit>
 #include <QSettings>
-#include <QtEndian>
 #include <QSignalSpy>
+#include <QtEndian>
 #include <csignal>
 #include <fstream>
-#include <sys/resource.h>
 
 #include "core/capture.h"
 #include "core/checkpoint.h"
@@ -37,8 +37,9 @@ QString switchFolder(MainWindow* window, const QString& folder) {
     return checked.front().at(1).toString();
 }
 
-
-QString tinyFolder() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+QString tinyFolder() {
+    return QString::fromStdString(relulens::test::dataPath("tiny"));
+}
 
 QMap<QString, QVariant> settingsSnapshot() {
     QSettings settings;
@@ -170,7 +171,8 @@ private Q_SLOTS:
         const auto count = tokenizer->encode(text.toStdString()).value().size();
         QCOMPARE(messageFor(text),
                  QString("the text has %1 tokens; at most 16384 can be inspected at once: shorten "
-                         "it or inspect an excerpt").arg(count));
+                         "it or inspect an excerpt")
+                     .arg(count));
         QVERIFY(unchanged(before, false));
         QCOMPARE(window_->editor()->toPlainText().size(), text.size());
     }
@@ -180,13 +182,16 @@ private Q_SLOTS:
         waitIdle();
         const auto before = snapshot();
         const QString missing = dir_.filePath("no-such-file.txt");
-        QCOMPARE(window_->loadTextFile(missing), missing + ": cannot open (No such file or directory)");
+        QCOMPARE(window_->loadTextFile(missing),
+                 missing + ": cannot open (No such file or directory)");
         QVERIFY(unchanged(before));
         const QString large = dir_.filePath("large.txt");
         QByteArray lines;
-        while (lines.size() < 5 * 1024 * 1024 + 1) lines += "It is a truth universally acknowledged.\n";
+        while (lines.size() < 5 * 1024 * 1024 + 1)
+            lines += "It is a truth universally acknowledged.\n";
         writeBytes(large, lines.left(5 * 1024 * 1024 + 1));
-        QCOMPARE(window_->loadTextFile(large), large + " is larger than 5 MB; open a shorter excerpt");
+        QCOMPARE(window_->loadTextFile(large),
+                 large + " is larger than 5 MB; open a shorter excerpt");
         QVERIFY(unchanged(before));
         // exactly 5 MB is opened
         writeBytes(large, lines.left(5 * 1024 * 1024));
@@ -241,7 +246,9 @@ private Q_SLOTS:
             for (int y = 0; y < image.height(); y += 3) {
                 for (int x = 0; x < image.width(); x += 3) colours.insert(image.pixel(x, y));
             }
-            QVERIFY2(colours.size() > 20, qPrintable(QString("%1: %2 colours").arg(view->viewName()).arg(colours.size())));
+            QVERIFY2(
+                colours.size() > 20,
+                qPrintable(QString("%1: %2 colours").arg(view->viewName()).arg(colours.size())));
         }
     }
 
@@ -274,14 +281,18 @@ private Q_SLOTS:
             const QByteArray all = readBytes(weights);
             writeBytes(weights, all.left(18));  // the length field and 10 bytes of header
             const quint64 length = qFromLittleEndian<quint64>(all.constData());
-            expected = QString("%1: header length %2 runs past the end of the 18-byte file").arg(weights).arg(length);
+            expected = QString("%1: header length %2 runs past the end of the 18-byte file")
+                           .arg(weights)
+                           .arg(length);
         } else if (damage == "oversized") {
             QByteArray all = readBytes(weights);
             const quint64 huge = quint64(1) << 40;
             qToLittleEndian<quint64>(huge, all.data());
             writeBytes(weights, all);
             expected = QString("%1: header length %2 runs past the end of the %3-byte file")
-                           .arg(weights).arg(huge).arg(all.size());
+                           .arg(weights)
+                           .arg(huge)
+                           .arg(all.size());
         } else if (damage == "dtype") {
             QByteArray all = readBytes(weights);
             const int at = all.indexOf("\"F32\"");
@@ -292,7 +303,8 @@ private Q_SLOTS:
             const int nameEnd = all.lastIndexOf("\":{", at);
             const int nameBegin = all.lastIndexOf('"', nameEnd - 1) + 1;
             const QString name = QString::fromUtf8(all.mid(nameBegin, nameEnd - nameBegin));
-            expected = QString("%1: tensor '%2' has dtype I64; ReluLens reads F32, F16 and BF16").arg(weights, name);
+            expected = QString("%1: tensor '%2' has dtype I64; ReluLens reads F32, F16 and BF16")
+                           .arg(weights, name);
         } else if (damage == "shapes") {
             QByteArray config = readBytes(folder + "/config.json");
             config.replace("\"d_ff\": 64", "\"d_ff\": 32");
@@ -302,7 +314,9 @@ private Q_SLOTS:
             auto file = core::readSafetensors(weights.toStdString());
             QVERIFY(file.ok());
             file->tensors["ln_f.weight"][3] = std::numeric_limits<float>::quiet_NaN();
-            QVERIFY(core::writeSafetensors(weights.toStdString(), file->tensors, core::StorageType::F32).ok());
+            QVERIFY(
+                core::writeSafetensors(weights.toStdString(), file->tensors, core::StorageType::F32)
+                    .ok());
             expected = weights + ": tensor 'ln_f.weight' holds 1 NaN or infinite value(s)";
         } else if (damage == "absurd") {
             QByteArray config = readBytes(folder + "/config.json");
@@ -311,8 +325,10 @@ private Q_SLOTS:
             expected = folder + "/config.json: config: d_model = 1000000000 is outside [2, 16384]";
         } else if (damage == "tokenizer") {
             QFile::remove(folder + "/tokenizer.model");
-            QVERIFY(QFile::copy(QString(RELULENS_RESOURCES) + "/models/softmax/tokenizer.model", folder + "/tokenizer.model"));
-            expected = folder + "/tokenizer.model: the tokenizer has 4096 pieces, config.json says 512";
+            QVERIFY(QFile::copy(QString(RELULENS_RESOURCES) + "/models/softmax/tokenizer.model",
+                                folder + "/tokenizer.model"));
+            expected =
+                folder + "/tokenizer.model: the tokenizer has 4096 pieces, config.json says 512";
         }
         const int computesBefore = inference_->computeCount();
         QCOMPARE(switchFolder(window_, folder), expected);
@@ -366,7 +382,8 @@ private Q_SLOTS:
         window_->editor()->setPlainText(goodText_);
         waitIdle();
         double residentAfterWarmUp = 0;
-        const QStringList words = {"truth", "fortune", "wife", "neighbourhood", "daughters", "ball"};
+        const QStringList words = {"truth",         "fortune",   "wife",
+                                   "neighbourhood", "daughters", "ball"};
         QString text = goodText_;
         for (int i = 0; i < 2000; ++i) {
             if (i % 3 == 2) {
@@ -380,16 +397,18 @@ private Q_SLOTS:
             if (i % 10 == 0) QCoreApplication::processEvents();
             if (i == 500) residentAfterWarmUp = residentMb();
         }
-        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy() && state_->result() &&
-                                     state_->result()->tokens.back().end == size_t(text.toUtf8().size()),
-                                 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !inference_->busy() && state_->result() &&
+                state_->result()->tokens.back().end == size_t(text.toUtf8().size()),
+            60000);
         waitIdle();
         // The result and the view belong to the final request: its text and its activation.
         const auto result = state_->result();
         QCOMPARE(QString::fromStdString(result->run.attention.label()),
                  QString::fromStdString(state_->run().attention.label()));
         std::string rebuilt;
-        for (const auto& t : result->tokens) rebuilt += text.toStdString().substr(t.start, t.end - t.start);
+        for (const auto& t : result->tokens)
+            rebuilt += text.toStdString().substr(t.start, t.end - t.start);
         QCOMPARE(QString::fromStdString(rebuilt), text);
         auto* map = static_cast<AttentionMapView*>(window_->view("attention"));
         const int last = int(result->tokens.size()) - 1;
@@ -399,12 +418,14 @@ private Q_SLOTS:
         request.capture = InferenceController::captureRequestFor(*state_);
         const auto fresh = InferenceController::computeNow(request);
         QVERIFY(fresh.result);
-        const double expected = fresh.result->maps->weightAt(state_->layer(), state_->head(), last, 0);
+        const double expected =
+            fresh.result->maps->weightAt(state_->layer(), state_->head(), last, 0);
         QVERIFY(map->tooltipAt(last, 0).contains(QString("weight %1").arg(expected, 0, 'g', 6)));
         // 1,333 edits and 667 toggles reach the controller in 200 bursts (events are processed
         // every 10th): a forward pass per change would be 2,000, one per burst 200.
         QVERIFY2(inference_->computeCount() < 100,
-                 qPrintable(QString("%1 forward passes: bursts must coalesce").arg(inference_->computeCount())));
+                 qPrintable(QString("%1 forward passes: bursts must coalesce")
+                                .arg(inference_->computeCount())));
         const double growth = residentMb() - residentAfterWarmUp;
 #ifdef RELULENS_SANITIZED
         // AddressSanitizer keeps freed memory in quarantine (256 MB by default) to catch use
@@ -413,9 +434,11 @@ private Q_SLOTS:
 #else
         const double allowedGrowth = 100;
 #endif
-        QVERIFY2(growth < allowedGrowth, qPrintable(QString("resident memory grew by %1 MB").arg(growth)));
-        qInfo("%d computes for 2,000 edits and toggles; resident memory %+.1f MB after the first 500",
-              inference_->computeCount(), growth);
+        QVERIFY2(growth < allowedGrowth,
+                 qPrintable(QString("resident memory grew by %1 MB").arg(growth)));
+        qInfo(
+            "%d computes for 2,000 edits and toggles; resident memory %+.1f MB after the first 500",
+            inference_->computeCount(), growth);
     }
 };
 

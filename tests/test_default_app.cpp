@@ -15,17 +15,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qcustomplot.h"
 #include "test_support.h"
 #include "ui/app_state.h"
+#include "ui/attention_map_view.h"
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
 #include "ui/main_window.h"
 #include "ui/map_jobs.h"
-#include "ui/stall_probe.h"
-#include "ui/attention_map_view.h"
-#include "qcustomplot.h"
 #include "ui/model_catalog.h"
 #include "ui/resource_paths.h"
+#include "ui/stall_probe.h"
 
 using namespace relulens::ui;
 using relulens::core::AttentionKind;
@@ -116,7 +116,8 @@ private Q_SLOTS:
         int step = 0;
         auto settle = [&] {
             QTest::qWait(50);  // coalescing and refine timers
-            const bool done = QTest::qWaitFor([&] { return !inference.busy() && maps.pending() == 0; }, 300000);
+            const bool done =
+                QTest::qWaitFor([&] { return !inference.busy() && maps.pending() == 0; }, 300000);
             qInfo("step %d settled after %lld ms; longest stall so far %.1f ms", ++step,
                   (long long)clock.elapsed(), probe.longestMs());
             return done;
@@ -134,7 +135,7 @@ private Q_SLOTS:
         map->plot()->yAxis->setRange(1200, 1500);
         QVERIFY(settle());
         QCOMPARE(map->cellBlock(), QSize(1, 1));  // single entries once zoomed
-        state.setHead(-1);  // mean of heads
+        state.setHead(-1);                        // mean of heads
         QVERIFY(settle());
         window.findChild<QDockWidget*>("headsDock")->raise();
         QVERIFY(settle());
@@ -146,12 +147,16 @@ private Q_SLOTS:
         state.setText(text + " and");
         QVERIFY(results.wait(60000));
         QVERIFY(settle());
-        QVERIFY2(state.result()->reusedTokens >= int64_t(tokens) - 16,
-                 qPrintable(QString("%1 of %2 tokens reused").arg(state.result()->reusedTokens).arg(tokens)));
+        QVERIFY2(
+            state.result()->reusedTokens >= int64_t(tokens) - 16,
+            qPrintable(
+                QString("%1 of %2 tokens reused").arg(state.result()->reusedTokens).arg(tokens)));
         const double longest = probe.stop();
         const qint64 elapsed = clock.elapsed();
-        qInfo("%zu tokens: first result after %lld ms, everything drawn after %lld ms; %d ticks, "
-              "longest stall %.1f ms", tokens, (long long)firstResult, (long long)elapsed, probe.ticks(), longest);
+        qInfo(
+            "%zu tokens: first result after %lld ms, everything drawn after %lld ms; %d ticks, "
+            "longest stall %.1f ms",
+            tokens, (long long)firstResult, (long long)elapsed, probe.ticks(), longest);
         QVERIFY2(tokens >= 8192, qPrintable(QString("%1 tokens").arg(tokens)));
         QVERIFY2(firstResult > 300, "the forward pass was too quick to tell anything");
 #ifdef RELULENS_SANITIZED
@@ -159,8 +164,10 @@ private Q_SLOTS:
 #else
         const double allowed = 250;
 #endif
-        QVERIFY2(longest < allowed, qPrintable(QString("the event loop stalled for %1 ms").arg(longest)));
-        QVERIFY2(probe.ticks() > elapsed / 50, qPrintable(QString("%1 ticks in %2 ms").arg(probe.ticks()).arg(elapsed)));
+        QVERIFY2(longest < allowed,
+                 qPrintable(QString("the event loop stalled for %1 ms").arg(longest)));
+        QVERIFY2(probe.ticks() > elapsed / 50,
+                 qPrintable(QString("%1 ticks in %2 ms").arg(probe.ticks()).arg(elapsed)));
     }
 };
 

@@ -37,13 +37,14 @@ private Q_SLOTS:
         std::set<std::string> card, shipped;
         for (const auto& m : card_["models"]) card.insert(m["name"].get<std::string>());
         for (const auto& entry : fs::directory_iterator(models_)) {
-            if (fs::exists(entry.path() / "config.json")) shipped.insert(entry.path().filename().string());
+            if (fs::exists(entry.path() / "config.json"))
+                shipped.insert(entry.path().filename().string());
         }
         QCOMPARE(shipped.size(), card.size());
         QVERIFY(shipped == card);
-        for (const char* expected : {"softmax", "relu-len", "reluformer", "relu", "ffn-softmax",
-                                     "ffn-softmax-ln", "sigmoid", "softpick", "long-softmax",
-                                     "long-relu-len", "long-reluformer"}) {
+        for (const char* expected :
+             {"softmax", "relu-len", "reluformer", "relu", "ffn-softmax", "ffn-softmax-ln",
+              "sigmoid", "softpick", "long-softmax", "long-relu-len", "long-reluformer"}) {
             QVERIFY2(card.count(expected), expected);
         }
     }
@@ -61,8 +62,8 @@ private Q_SLOTS:
             const bool trainedLong = name.rfind("long-", 0) == 0;
             QCOMPARE(config.contextLength, int64_t(trainedLong ? 1024 : 256));
             QCOMPARE(int64_t(m["training_context"]), config.contextLength);
-            auto corpus = tokenizeCorpus({relulens::test::dataPath("heldout.txt")},
-                                         loaded->tokenizer, 0.05);
+            auto corpus =
+                tokenizeCorpus({relulens::test::dataPath("heldout.txt")}, loaded->tokenizer, 0.05);
             QVERIFY(corpus.ok());
             std::vector<int64_t> tokens = corpus->train;
             tokens.insert(tokens.end(), corpus->validation.begin(), corpus->validation.end());
@@ -76,11 +77,17 @@ private Q_SLOTS:
             for (const auto& r : m["validation"]) {
                 if (r["context"] == config.contextLength) validation = r["loss"];
             }
-            QVERIFY2(validation > 0, (name + ": the card has no validation loss at its training length").c_str());
-            QVERIFY2(std::abs(trainedAt - validation) <= 0.05 * validation,
-                     qPrintable(QString("%1: loss %2 at %3 tokens on the excerpt, the card's validation loss is %4")
-                                    .arg(QString::fromStdString(name)).arg(trainedAt)
-                                    .arg(config.contextLength).arg(validation)));
+            QVERIFY2(validation > 0,
+                     (name + ": the card has no validation loss at its training length").c_str());
+            QVERIFY2(
+                std::abs(trainedAt - validation) <= 0.05 * validation,
+                qPrintable(
+                    QString(
+                        "%1: loss %2 at %3 tokens on the excerpt, the card's validation loss is %4")
+                        .arg(QString::fromStdString(name))
+                        .arg(trainedAt)
+                        .arg(config.contextLength)
+                        .arg(validation)));
             for (size_t c = 0; c < contexts.size(); ++c) {
                 const std::string key = "heldout_loss_" + std::to_string(contexts[c]);
                 QVERIFY2(m.contains(key), (name + ": the card has no " + key).c_str());
@@ -88,8 +95,10 @@ private Q_SLOTS:
                 const double actual = (*result)[c].loss;
                 QVERIFY2(std::abs(actual - expected) <= 0.05 * expected,
                          qPrintable(QString("%1: held-out loss at %2 tokens %3, model card says %4")
-                                        .arg(QString::fromStdString(name)).arg(contexts[c])
-                                        .arg(actual).arg(expected)));
+                                        .arg(QString::fromStdString(name))
+                                        .arg(contexts[c])
+                                        .arg(actual)
+                                        .arg(expected)));
             }
         }
     }
@@ -100,7 +109,8 @@ private Q_SLOTS:
             if (entry.is_regular_file()) bytes += entry.file_size();
         }
         qInfo("resources/models: %.1f MB", double(bytes) / 1e6);
-        QVERIFY2(bytes <= 64u * 1024 * 1024, qPrintable(QString("%1 bytes").arg(qulonglong(bytes))));
+        QVERIFY2(bytes <= 64u * 1024 * 1024,
+                 qPrintable(QString("%1 bytes").arg(qulonglong(bytes))));
     }
 };
 

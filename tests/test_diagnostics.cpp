@@ -26,12 +26,12 @@ private Q_SLOTS:
         auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
         QCOMPARE(d.heads.size(), size_t(1));
         const auto& h = d.heads[0];
-        QVERIFY(std::abs(h.sparsity - 2.0 / 6.0) < 1e-6);       // 2 of 6 visible entries are 0
-        QVERIFY(std::abs(h.rowMass - 1.5) < 1e-6);              // (0.5 + 2 + 2) / 3
+        QVERIFY(std::abs(h.sparsity - 2.0 / 6.0) < 1e-6);  // 2 of 6 visible entries are 0
+        QVERIFY(std::abs(h.rowMass - 1.5) < 1e-6);         // (0.5 + 2 + 2) / 3
         QVERIFY(std::abs(h.rowMassStd - std::sqrt(0.5)) < 1e-6);
-        QVERIFY(std::abs(h.entropy - std::log(2.0) / 3.0) < 1e-6);  // rows: 0, 0, ln 2
-        QVERIFY(std::abs(h.topShare - 2.5 / 3.0) < 1e-6);          // 1, 1, 0.5
-        QVERIFY(std::abs(h.topOnePercentShare - 2.5 / 3.0) < 1e-6);       // top 1 % is top 1 at n <= 100
+        QVERIFY(std::abs(h.entropy - std::log(2.0) / 3.0) < 1e-6);   // rows: 0, 0, ln 2
+        QVERIFY(std::abs(h.topShare - 2.5 / 3.0) < 1e-6);            // 1, 1, 0.5
+        QVERIFY(std::abs(h.topOnePercentShare - 2.5 / 3.0) < 1e-6);  // top 1 % is top 1 at n <= 100
         QCOMPARE(h.emptyRows, int64_t(0));
         // distance 0: (0.5 + 2 + 0) / 3; distance 1: (0 + 1) / 2; distance 2: 1 / 1
         QCOMPARE(h.distanceProfile.size(), size_t(3));
@@ -141,8 +141,8 @@ private Q_SLOTS:
         QCOMPARE(d.outputVarianceBySlots.size(), size_t(3));
         QCOMPARE(d.outputVarianceBySlots.back().nHigh, int64_t(40));
         QVERIFY(std::abs(d.outputVarianceBySlots.back().variance - d.outputVariance) < 1e-6);
-        auto ds = ffnDiagnostics(x, ffnSlotActivations(x, w, FfnKind::Softmax), w,
-                                 FfnKind::Softmax, 0.1);
+        auto ds =
+            ffnDiagnostics(x, ffnSlotActivations(x, w, FfnKind::Softmax), w, FfnKind::Softmax, 0.1);
         QVERIFY(!ds.rule.exactZero);
     }
 
@@ -171,7 +171,8 @@ private Q_SLOTS:
         w.select(1, 4).fill_(0);                                              // an empty row
         w = w * causalMask(L, L, 0, torch::kCPU, window).to(torch::kFloat32).unsqueeze(0);
         const SparsityRule rule{exact, 0.4};
-        AttentionDiagnosticsAccumulator fused(H, L, rule, torch::kCPU, window), tensors(H, L, rule, torch::kCPU, window);
+        AttentionDiagnosticsAccumulator fused(H, L, rule, torch::kCPU, window),
+            tensors(H, L, rule, torch::kCPU, window);
         tensors.setFused(false);
         for (int64_t r0 = 0; r0 < L; r0 += 9) {
             const int64_t R = std::min<int64_t>(9, L - r0);
@@ -180,7 +181,8 @@ private Q_SLOTS:
             tensors.add(block, r0);
         }
         const auto a = fused.finish(torch::Tensor()), b = tensors.finish(torch::Tensor());
-        for (const auto& [x, y] : {std::pair{a.rowSparsity, b.rowSparsity}, {a.rowMass, b.rowMass},
+        for (const auto& [x, y] : {std::pair{a.rowSparsity, b.rowSparsity},
+                                   {a.rowMass, b.rowMass},
                                    {a.rowEntropy, b.rowEntropy}}) {
             QVERIFY((x - y).abs().max().item<double>() < 1e-5);
         }
@@ -211,7 +213,8 @@ private Q_SLOTS:
         // Three heads over four tokens, rows added in two blocks:
         //   head 0, a perfect sink: every row puts all its weight on token 0;
         //   head 1, uniform: row i gives 1 / (i + 1) to each of its keys;
-        //   head 2, ReLU-like, row 1 abstains (all zeros): rows [.5], [0 0], [0 .4 .2], [.1 0 0 .3].
+        //   head 2, ReLU-like, row 1 abstains (all zeros): rows [.5], [0 0], [0 .4 .2], [.1 0 0
+        //   .3].
         QFETCH(bool, fused);
         auto w = torch::zeros({3, 4, 4});
         for (int64_t i = 0; i < 4; ++i) {
@@ -244,7 +247,8 @@ private Q_SLOTS:
         // The flag and the first token's key and value norms: keys of token 0 are (3, 4), the
         // others (1, 0) and (0, 2), (0, 1); one kv head read by all three query heads.
         auto keys = torch::tensor({3.0f, 4.0f, 1.0f, 0.0f, 0.0f, 2.0f, 0.0f, 1.0f}).view({1, 4, 2});
-        auto values = torch::tensor({0.0f, 0.1f, 2.0f, 0.0f, 0.0f, 2.0f, 2.0f, 0.0f}).view({1, 4, 2});
+        auto values =
+            torch::tensor({0.0f, 0.1f, 2.0f, 0.0f, 0.0f, 2.0f, 2.0f, 0.0f}).view({1, 4, 2});
         completeSinkDiagnostics(d.heads, keys, values, 0.3);
         QVERIFY(d.heads[0].sink.sinkHead);
         QVERIFY(d.heads[1].sink.sinkHead);
@@ -284,8 +288,9 @@ private Q_SLOTS:
     }
 
     void gatedFfnByHand() {
-        // slot activations (3 tokens × 2 memory) and down (d 2 × 2 memory) chosen by hand: the output rows
-        // are (1, 0), (0, -1) and (6, 3); their six values have mean 1.5 and variance 33.5 / 6.
+        // slot activations (3 tokens × 2 memory) and down (d 2 × 2 memory) chosen by hand: the
+        // output rows are (1, 0), (0, -1) and (6, 3); their six values have mean 1.5 and
+        // variance 33.5 / 6.
         GatedFfnWeights w;
         w.down = torch::tensor({1.0f, 2.0f, 0.0f, 1.0f}).view({2, 2});
         const auto memory = torch::tensor({1.0f, 0.0f, 2.0f, -1.0f, 0.0f, 3.0f}).view({3, 2});
@@ -296,7 +301,9 @@ private Q_SLOTS:
         QCOMPARE(d.outputVarianceBySlots.size(), size_t(1));
         QVERIFY(std::abs(d.outputVarianceBySlots[0].variance - 33.5 / 6.0) < 1e-6);
         // a silu gate counts |m| below tau / d_ff = 0.05: only the two exact zeros here
-        QVERIFY(std::abs(gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1).sparsity - 2.0 / 6.0) < 1e-6);
+        QVERIFY(
+            std::abs(gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1).sparsity -
+                     2.0 / 6.0) < 1e-6);
     }
 
     void gatedSlotCurveSumsPrefixesOfDown() {
@@ -314,7 +321,8 @@ private Q_SLOTS:
                        w.down.select(1, i).to(torch::kFloat64).unsqueeze(0);
             }
             const double expected = out.var(false).item<double>();
-            QVERIFY2(std::abs(bucket.variance - expected) < 1e-5 * expected, qPrintable(QString::number(bucket.nHigh)));
+            QVERIFY2(std::abs(bucket.variance - expected) < 1e-5 * expected,
+                     qPrintable(QString::number(bucket.nHigh)));
         }
     }
 };

@@ -20,7 +20,9 @@ FfnWeights weights() {
     return w;
 }
 
-torch::Tensor x() { return torch::tensor({0.5f, 1.0f}).view({1, 2}); }
+torch::Tensor x() {
+    return torch::tensor({0.5f, 1.0f}).view({1, 2});
+}
 
 }  // namespace
 
@@ -37,8 +39,8 @@ private Q_SLOTS:
 
     void gelu() {
         auto m = ffnSlotActivations(x(), weights(), FfnKind::Gelu);
-        RL_COMPARE_ROWS(m, (std::vector<std::vector<double>>{{0.34573123, 0.34573123, -0.10032342}}),
-                        1e-6);
+        RL_COMPARE_ROWS(
+            m, (std::vector<std::vector<double>>{{0.34573123, 0.34573123, -0.10032342}}), 1e-6);
         RL_COMPARE_ROWS(ffnOutput(m, weights(), FfnKind::Gelu),
                         (std::vector<std::vector<double>>{{1.13719369, 0.34605465}}), 1e-6);
     }

@@ -12,22 +12,22 @@
 #include <QSvgRenderer>
 #include <QToolButton>
 
+#include "core/device.h"
 #include "qcustomplot.h"
 #include "test_support.h"
-#include "core/device.h"
 #include "ui/activation_controls.h"
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
 #include "ui/capture_access.h"
-#include "ui/sinks_view.h"
+#include "ui/colour_maps.h"
+#include "ui/effect_view.h"
 #include "ui/exportable_view.h"
 #include "ui/inference_worker.h"
-#include "ui/effect_view.h"
 #include "ui/lens_view.h"
-#include "ui/colour_maps.h"
 #include "ui/main_window.h"
 #include "ui/map_jobs.h"
 #include "ui/override_menu.h"
+#include "ui/sinks_view.h"
 #include "ui/sparsity_view.h"
 #include "ui/token_strip.h"
 #include "ui/token_text.h"
@@ -37,10 +37,13 @@ using namespace relulens::ui;
 
 namespace {
 
-const QString kText = "It is a truth universally acknowledged, that a single man in possession "
-                      "of a good fortune, must be in want of a wife.";
+const QString kText =
+    "It is a truth universally acknowledged, that a single man in possession "
+    "of a good fortune, must be in want of a wife.";
 
-QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+QString tinyModel() {
+    return QString::fromStdString(relulens::test::dataPath("tiny"));
+}
 
 // Distinct colours in an image: a blank or single-colour figure has very few.
 int distinctColours(const QImage& image) {
@@ -62,7 +65,8 @@ double drawnShare(ExportableView* view) {
     QCoreApplication::processEvents();
     const QImage drawn = view->renderImage(1.0).convertToFormat(QImage::Format_RGB32);
     const QImage nothing = blank->renderImage(1.0).convertToFormat(QImage::Format_RGB32);
-    const int w = std::min(drawn.width(), nothing.width()), h = std::min(drawn.height(), nothing.height());
+    const int w = std::min(drawn.width(), nothing.width()),
+              h = std::min(drawn.height(), nothing.height());
     int64_t differing = 0;
     for (int y = 0; y < h; ++y) {
         for (int x = 0; x < w; ++x) differing += drawn.pixel(x, y) != nothing.pixel(x, y);
@@ -128,9 +132,11 @@ private Q_SLOTS:
         QTRY_VERIFY(state_->result() && state_->result()->effect && state_->result()->lens);
         for (auto* view : window_->views()) {
             const double share = drawnShare(view);
-            qInfo("%s: %.1f %% of the pixels drawn from the result", qPrintable(view->viewName()), 100 * share);
+            qInfo("%s: %.1f %% of the pixels drawn from the result", qPrintable(view->viewName()),
+                  100 * share);
             QVERIFY2(share > 0.03, qPrintable(QString("%1 drew %2 % of its pixels from the result")
-                                                  .arg(view->viewName()).arg(100 * share, 0, 'f', 1)));
+                                                  .arg(view->viewName())
+                                                  .arg(100 * share, 0, 'f', 1)));
             QVERIFY(view->renderImage(1.0).save(screenshotDir() + "/" + view->viewName() + ".png"));
         }
         QTest::qWait(200);  // let the queued replots run before grabbing the window
@@ -150,7 +156,9 @@ private Q_SLOTS:
         const auto newWeights = state_->result()->maps->weights(0, 0);
         QVERIFY(!torch::allclose(oldWeights, newWeights));
         QVERIFY(state_->provenance().contains("swapped onto weights trained with softmax"));
-        window_->view("attention")->renderImage(1.0).save(screenshotDir() + "/attention_relu_len.png");
+        window_->view("attention")
+            ->renderImage(1.0)
+            .save(screenshotDir() + "/attention_relu_len.png");
         // Back to softmax, seen moments ago: redrawn from the recent results, no forward pass.
         const int reused = inference_->reuseCount();
         state_->toggleSoftmaxRelu();
@@ -194,7 +202,8 @@ private Q_SLOTS:
         QVERIFY(effect);
         effect->refresh();
         QVERIFY2(static_cast<EffectView*>(effect)->heading().contains(
-                     QString("text loss %1 → %2 nats").arg(result->effect->unchangedLoss, 0, 'f', 3)
+                     QString("text loss %1 → %2 nats")
+                         .arg(result->effect->unchangedLoss, 0, 'f', 3)
                          .arg(result->effect->loss, 0, 'f', 3)),
                  qPrintable(static_cast<EffectView*>(effect)->heading()));
         QCOMPARE(effect->csv().count('\n'), int(L - 1) + 2);
@@ -205,10 +214,13 @@ private Q_SLOTS:
         {
             QComboBox* colouring = nullptr;
             for (auto* box : window_->findChildren<QComboBox*>()) {
-                if (box->findText("colour tokens by: effect of the overrides (KL on the next token)") >= 0) colouring = box;
+                if (box->findText(
+                        "colour tokens by: effect of the overrides (KL on the next token)") >= 0)
+                    colouring = box;
             }
             QVERIFY(colouring);
-            colouring->setCurrentIndex(colouring->findText("colour tokens by: effect of the overrides (KL on the next token)"));
+            colouring->setCurrentIndex(colouring->findText(
+                "colour tokens by: effect of the overrides (KL on the next token)"));
             auto* strip = window_->findChild<TokenStrip*>();
             QVERIFY(strip);
             const auto& kl = result->effect->kl;
@@ -218,9 +230,12 @@ private Q_SLOTS:
                 const QRect chip = strip->chipRect(token);
                 return image.pixelColor(chip.left() + 3, chip.top() + 3);
             };
-            const QColor strongest = QColor::fromHsvF(0.6, 0.85, 0.75), palest = QColor::fromHsvF(0.6, 0.15, 1.0);
+            const QColor strongest = QColor::fromHsvF(0.6, 0.85, 0.75),
+                         palest = QColor::fromHsvF(0.6, 0.15, 1.0);
             auto near = [](const QColor& a, const QColor& b) {
-                return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) + std::abs(a.blue() - b.blue()) <= 9;
+                return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) +
+                           std::abs(a.blue() - b.blue()) <=
+                       9;
             };
             QVERIFY2(near(fillOf(most), strongest), qPrintable(fillOf(most).name()));
             QVERIFY2(near(fillOf(int(L) - 1), palest), qPrintable(fillOf(int(L) - 1).name()));
@@ -229,13 +244,17 @@ private Q_SLOTS:
             int least = 0, middle = 0;
             for (int i = 0; i < int(kl.size()); ++i) {
                 if (kl[size_t(i)] < kl[size_t(least)]) least = i;
-                if (std::abs(kl[size_t(i)] / kl[size_t(most)] - 0.5) < std::abs(kl[size_t(middle)] / kl[size_t(most)] - 0.5)) middle = i;
+                if (std::abs(kl[size_t(i)] / kl[size_t(most)] - 0.5) <
+                    std::abs(kl[size_t(middle)] / kl[size_t(most)] - 0.5))
+                    middle = i;
             }
             for (int token : {least, middle}) {
                 const double v = kl[size_t(token)] / kl[size_t(most)];
                 const QColor proportional = QColor::fromHsvF(0.6, 0.15 + 0.7 * v, 1.0 - 0.25 * v);
-                QVERIFY2(near(fillOf(token), proportional), qPrintable(QString("token %1: %2, expected %3")
-                                                                         .arg(token).arg(fillOf(token).name(), proportional.name())));
+                QVERIFY2(near(fillOf(token), proportional),
+                         qPrintable(QString("token %1: %2, expected %3")
+                                        .arg(token)
+                                        .arg(fillOf(token).name(), proportional.name())));
             }
             colouring->setCurrentIndex(0);
         }
@@ -280,17 +299,23 @@ private Q_SLOTS:
                 const double p = result->lens->nextTokenProbability[l][token].item<double>();
                 const QColor expected = QColor::fromRgb(gradient.color(p, QCPRange(0, 1)));
                 const QColor drawn = lens->drawnColour(l, token);
-                const int off = std::abs(drawn.red() - expected.red()) + std::abs(drawn.green() - expected.green()) +
+                const int off = std::abs(drawn.red() - expected.red()) +
+                                std::abs(drawn.green() - expected.green()) +
                                 std::abs(drawn.blue() - expected.blue());
-                QVERIFY2(off <= 9, qPrintable(QString("layer %1 token %2: p %3 drawn %4 expected %5")
-                                                  .arg(l).arg(token).arg(p).arg(drawn.name(), expected.name())));
+                QVERIFY2(off <= 9,
+                         qPrintable(QString("layer %1 token %2: p %3 drawn %4 expected %5")
+                                        .arg(l)
+                                        .arg(token)
+                                        .arg(p)
+                                        .arg(drawn.name(), expected.name())));
             }
         }
         state_->setQueryToken(4);
         const QStringList lines = lens->topLines();
         QCOMPARE(lines.size(), layers);
         const auto& predicted = result->predictions[4][0];
-        QVERIFY2(lines.back().startsWith(QString("after layer %1:  %2 %3").arg(layers - 1)
+        QVERIFY2(lines.back().startsWith(QString("after layer %1:  %2 %3")
+                                             .arg(layers - 1)
                                              .arg(QString::fromStdString(predicted.readable))
                                              .arg(predicted.probability, 0, 'f', 3)),
                  qPrintable(lines.back()));
@@ -376,10 +401,11 @@ private Q_SLOTS:
         // Debian's LibTorch has no CUDA, so the box says why the CPU is used.
         const QString reason = QString::fromStdString(relulens::core::cudaUnavailableReason());
         if (!reason.isEmpty()) {
-            QVERIFY2(about.contains("CUDA is not used: " + reason.toHtmlEscaped()), qPrintable(about));
+            QVERIFY2(about.contains("CUDA is not used: " + reason.toHtmlEscaped()),
+                     qPrintable(about));
         }
-        for (const char* component : {"QCustomPlot", "LibTorch", "SentencePiece", "nlohmann-json", "Qt 6",
-                                      "Jane Austen"}) {
+        for (const char* component :
+             {"QCustomPlot", "LibTorch", "SentencePiece", "nlohmann-json", "Qt 6", "Jane Austen"}) {
             QVERIFY2(about.contains(component), component);
         }
     }
@@ -401,14 +427,16 @@ private Q_SLOTS:
         bool answered = false;
         QSignalSpy failed(&MapJobs::instance(), &MapJobs::failed);
         MapJobs::instance().post<int>(
-            channel, &owner, []() -> int { throw std::runtime_error("not enough memory for this map\n(details)"); },
+            channel, &owner,
+            []() -> int { throw std::runtime_error("not enough memory for this map\n(details)"); },
             [&](int) { answered = true; });
         QVERIFY(failed.wait(5000));
         QCOMPARE(failed.at(0).at(0).toString(), QString("not enough memory for this map"));
         QVERIFY(!answered);
         // the thread still works
         int got = 0;
-        MapJobs::instance().post<int>(channel, &owner, [] { return 7; }, [&](int v) { got = v; });
+        MapJobs::instance().post<int>(
+            channel, &owner, [] { return 7; }, [&](int v) { got = v; });
         QTRY_COMPARE(got, 7);
     }
 
@@ -449,8 +477,8 @@ private Q_SLOTS:
         QProcess process;
         process.start(QString::fromStdString(relulens::test::binPath("relulens")),
                       {"render", "--model", tinyModel(), "--text", kText, "--view", "attention",
-                       "--layer", "1", "--head", "1", "--query", "4", "--width", "900",
-                       "--height", "700", "--out", out});
+                       "--layer", "1", "--head", "1", "--query", "4", "--width", "900", "--height",
+                       "700", "--out", out});
         QVERIFY(process.waitForFinished(60000));
         QVERIFY2(process.exitCode() == 0, process.readAllStandardError().constData());
         // The same widget class, at the same size, in this process.
@@ -464,7 +492,8 @@ private Q_SLOTS:
         QCOMPARE(actual.size(), expected.size());
         int different = 0;
         for (int y = 0; y < actual.height(); ++y) {
-            for (int x = 0; x < actual.width(); ++x) different += actual.pixel(x, y) != expected.pixel(x, y);
+            for (int x = 0; x < actual.width(); ++x)
+                different += actual.pixel(x, y) != expected.pixel(x, y);
         }
         QVERIFY2(different < actual.width() * actual.height() / 200,
                  qPrintable(QString("%1 pixels differ").arg(different)));
@@ -477,11 +506,14 @@ private Q_SLOTS:
             text += QString(" word%1").arg(i);
             window_->editor()->setPlainText(text);
         }
-        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy() && state_->result() &&
-                                     state_->result()->tokens.back().end == size_t(text.toUtf8().size()),
-                                 20000);
-        QVERIFY2(inference_->computeCount() - before <= 3,
-                 qPrintable(QString("%1 computes for one burst").arg(inference_->computeCount() - before)));
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !inference_->busy() && state_->result() &&
+                state_->result()->tokens.back().end == size_t(text.toUtf8().size()),
+            20000);
+        QVERIFY2(
+            inference_->computeCount() - before <= 3,
+            qPrintable(
+                QString("%1 computes for one burst").arg(inference_->computeCount() - before)));
     }
 
     void tooLongTextIsRefusedWithAMessage() {
@@ -490,7 +522,8 @@ private Q_SLOTS:
         // at least two tokens per repeat: 40,000 tokens
         window_->editor()->setPlainText(QString("ab 1 ").repeated(20000));
         QVERIFY(errors.wait(20000));
-        QVERIFY2(state_->error().contains("at most 16384 can be inspected"), qPrintable(state_->error()));
+        QVERIFY2(state_->error().contains("at most 16384 can be inspected"),
+                 qPrintable(state_->error()));
         QCOMPARE(state_->result(), last);
         QCOMPARE(window_->editor()->toPlainText().size(), 100000);  // the text stays as typed
     }

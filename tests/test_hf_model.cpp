@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/capture.h"
-#include "core/lens.h"
 #include "core/hf_checkpoint.h"
+#include "core/lens.h"
 #include "core/llama2c.h"
 #include "core/model_folder.h"
 #include "core/safetensors.h"
@@ -58,12 +58,17 @@ void writeAll(const QString& path, const QByteArray& bytes) {
 // A copy of a fixture folder to damage.
 QString copyFolder(const QString& from, const QString& to) {
     QDir().mkpath(to);
-    for (const QString& name : QDir(from).entryList(QDir::Files)) QFile::copy(from + "/" + name, to + "/" + name);
+    for (const QString& name : QDir(from).entryList(QDir::Files))
+        QFile::copy(from + "/" + name, to + "/" + name);
     return to;
 }
 
-json readJson(const QString& path) { return json::parse(readAll(path).toStdString()); }
-void writeJson(const QString& path, const json& j) { writeAll(path, QByteArray::fromStdString(j.dump(2))); }
+json readJson(const QString& path) {
+    return json::parse(readAll(path).toStdString());
+}
+void writeJson(const QString& path, const json& j) {
+    writeAll(path, QByteArray::fromStdString(j.dump(2)));
+}
 
 }  // namespace
 
@@ -73,7 +78,9 @@ class TestHfModel : public QObject {
     QString fixtures_, llama2c_;
     json reference_, llama2cReference_;
 
-    QString folder(const std::string& name) const { return fixtures_ + "/" + QString::fromStdString(name); }
+    QString folder(const std::string& name) const {
+        return fixtures_ + "/" + QString::fromStdString(name);
+    }
     LoadOptions cpu() const {
         LoadOptions options;
         options.device = "cpu";
@@ -85,7 +92,8 @@ class TestHfModel : public QObject {
         auto loaded = loadModelFolder(path.toStdString(), cpu());
         if (loaded) return "(loaded)";
         if (checked && !loaded) return "(check passed) " + QString::fromStdString(loaded.error());
-        if (checked.error() != loaded.error()) return "(check and load differ) " + QString::fromStdString(checked.error());
+        if (checked.error() != loaded.error())
+            return "(check and load differ) " + QString::fromStdString(checked.error());
         return QString::fromStdString(loaded.error());
     }
 
@@ -95,11 +103,13 @@ private Q_SLOTS:
         llama2c_ = dir_.filePath("llama2c");
         const QString source = RELULENS_SOURCE_DIR;
         QProcess python;
-        python.start(RELULENS_PYTHON, {source + "/tests/reference/hf_fixtures.py", "--out", fixtures_,
-                                       "--tokenizer", QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model"))});
+        python.start(RELULENS_PYTHON,
+                     {source + "/tests/reference/hf_fixtures.py", "--out", fixtures_, "--tokenizer",
+                      QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model"))});
         QVERIFY(python.waitForFinished(120000));
         QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
-        python.start(RELULENS_PYTHON, {source + "/tests/reference/llama2c_fixtures.py", "--out", llama2c_});
+        python.start(RELULENS_PYTHON,
+                     {source + "/tests/reference/llama2c_fixtures.py", "--out", llama2c_});
         QVERIFY(python.waitForFinished(120000));
         QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
         reference_ = readJson(fixtures_ + "/reference.json");
@@ -129,7 +139,8 @@ private Q_SLOTS:
         QCOMPARE(c["runs"].size(), size_t(12));
         for (const auto& run : c["runs"]) {
             const RunSpec spec = runOf(run);
-            std::string name = run["attention"].get<std::string>() + " / " + run["ffn"].get<std::string>();
+            std::string name =
+                run["attention"].get<std::string>() + " / " + run["ffn"].get<std::string>();
             for (const auto& o : spec.overrides) name += " " + o.label();
             const QByteArray label = QByteArray::fromStdString(name);
             torch::NoGradGuard noGrad;
@@ -144,16 +155,19 @@ private Q_SLOTS:
             // The logit lens through this family's final norm and output layer.
             {
                 std::vector<torch::Tensor> afterLayer;
-                for (size_t l = 1; l < trace.layers.size(); ++l) afterLayer.push_back(trace.layers[l].residual[0]);
+                for (size_t l = 1; l < trace.layers.size(); ++l)
+                    afterLayer.push_back(trace.layers[l].residual[0]);
                 afterLayer.push_back(trace.finalResidual[0]);
-                const auto lens = logitLens(*loaded->model, afterLayer, ids, {-1}, 3, loaded->tokenizer);
+                const auto lens =
+                    logitLens(*loaded->model, afterLayer, ids, {-1}, 3, loaded->tokenizer);
                 QCOMPARE(lens.nextTokenProbability.size(0), int64_t(run["lens"].size()));
                 const double e = maxDifference(lens.nextTokenProbability, run["lens"]);
                 QVERIFY2(e < 1e-5, label + " lens off by " + QByteArray::number(e));
             }
             for (const auto& map : run["maps"]) {
                 const int64_t layer = map["layer"], head = map["head"];
-                const double e = maxDifference(trace.layers[size_t(layer)].weights[0][head], map["weights"]);
+                const double e =
+                    maxDifference(trace.layers[size_t(layer)].weights[0][head], map["weights"]);
                 QVERIFY2(e < 1e-5, label + " map off by " + QByteArray::number(e));
             }
             // Continued from the keys and values of a pass over the first P tokens (what typing
@@ -175,8 +189,8 @@ private Q_SLOTS:
                 QVERIFY2(e < 1e-4, label + " continued logits off by " + QByteArray::number(e));
             }
             const int64_t slotLayer = run["slots"]["layer"];
-            const double slotError = maxDifference(trace.layers[size_t(slotLayer)].slotActivations[0],
-                                                   run["slots"]["values"]);
+            const double slotError = maxDifference(
+                trace.layers[size_t(slotLayer)].slotActivations[0], run["slots"]["values"]);
             QVERIFY2(slotError < 1e-4, label + " slots off by " + QByteArray::number(slotError));
 
             // The maps the views draw are rebuilt from kept queries and keys (kv heads shared
@@ -187,18 +201,24 @@ private Q_SLOTS:
             std::vector<AttentionMaps::Layer> layers;
             for (int64_t l = 0; l < int64_t(trace.layers.size()); ++l) {
                 layers.push_back({trace.layers[size_t(l)].q[0], trace.layers[size_t(l)].k[0],
-                                  loaded->model->attentionGamma(l), loaded->model->info().window(l)});
+                                  loaded->model->attentionGamma(l),
+                                  loaded->model->info().window(l)});
             }
             const AttentionMaps maps(layers, spec, loaded->model->attentionScale());
             for (const auto& map : run["maps"]) {
-                const double e = maxDifference(maps.weights(map["layer"], map["head"]), map["weights"]);
+                const double e =
+                    maxDifference(maps.weights(map["layer"], map["head"]), map["weights"]);
                 QVERIFY2(e < 1e-5, label + " rebuilt map off by " + QByteArray::number(e));
             }
             // every head (the forward pass's kv-head sharing is checked by the logits above)
             for (int64_t l = 0; l < maps.layers(); ++l) {
                 for (int64_t h = 0; h < maps.heads(); ++h) {
-                    const double e = (maps.weights(l, h) - trace.layers[size_t(l)].weights[0][h]).abs().max().item<double>();
-                    QVERIFY2(e < 1e-6, label + " rebuilt head " + QByteArray::number(int(h)) + " off by " + QByteArray::number(e));
+                    const double e = (maps.weights(l, h) - trace.layers[size_t(l)].weights[0][h])
+                                         .abs()
+                                         .max()
+                                         .item<double>();
+                    QVERIFY2(e < 1e-6, label + " rebuilt head " + QByteArray::number(int(h)) +
+                                           " off by " + QByteArray::number(e));
                 }
             }
         }
@@ -261,7 +281,8 @@ private Q_SLOTS:
         };
         auto stopped = loadModelFolder(path, options);
         QVERIFY(!stopped.ok());
-        QCOMPARE(QString::fromStdString(stopped.error()), QString::fromStdString("loading " + path + " was cancelled"));
+        QCOMPARE(QString::fromStdString(stopped.error()),
+                 QString::fromStdString("loading " + path + " was cancelled"));
         QCOMPARE(int(seen.size()), 5);
         cancel = false;
         seen.clear();
@@ -291,9 +312,10 @@ private Q_SLOTS:
         run.ffn = FfnKind::Softmax;
         auto r = capture(*loaded->model, loaded->tokenizer, "Hello", viewerRequest(run, 0.1));
         QVERIFY(!r.ok());
-        QCOMPARE(QString::fromStdString(r.error()),
-                 QString("FFN variant softmax is defined for ungated memories only; llama_f32 has a "
-                         "gated FFN, whose gate activation can be silu, gelu, gelu_tanh, relu"));
+        QCOMPARE(
+            QString::fromStdString(r.error()),
+            QString("FFN variant softmax is defined for ungated memories only; llama_f32 has a "
+                    "gated FFN, whose gate activation can be silu, gelu, gelu_tanh, relu"));
     }
 
     void slotVocabularyProjectsDownColumnsThroughTheOutput() {
@@ -325,7 +347,8 @@ private Q_SLOTS:
     void llama2cImportsMatchTheInterleavedForward_data() {
         QTest::addColumn<int>("index");
         for (size_t i = 0; i < llama2cReference_["cases"].size(); ++i) {
-            QTest::newRow(llama2cReference_["cases"][i]["name"].get<std::string>().c_str()) << int(i);
+            QTest::newRow(llama2cReference_["cases"][i]["name"].get<std::string>().c_str())
+                << int(i);
         }
     }
 
@@ -347,7 +370,8 @@ private Q_SLOTS:
         torch::NoGradGuard noGrad;
         RunSpec run;  // softmax attention, SiLU gate: llama2.c's model
         run.ffn = FfnKind::Silu;
-        const auto logits = loaded->model->forward(torch::tensor(ids).view({1, int64_t(ids.size())}), run)[0];
+        const auto logits =
+            loaded->model->forward(torch::tensor(ids).view({1, int64_t(ids.size())}), run)[0];
         const double e = maxDifference(logits, c["logits"]);
         QVERIFY2(e < 1e-4, "logits off by " + QByteArray::number(e));
         // the tokenizer adds BOS, as llama2.c's run.c does
@@ -355,7 +379,9 @@ private Q_SLOTS:
         // a second import refuses to overwrite without --force
         auto again = importLlama2c(request);
         QVERIFY(!again.ok());
-        QCOMPARE(QString::fromStdString(again.error()), QString::fromStdString(request.out) + " already holds a model; add --force to replace it");
+        QCOMPARE(QString::fromStdString(again.error()),
+                 QString::fromStdString(request.out) +
+                     " already holds a model; add --force to replace it");
     }
 
     void theCommandLineImportsAndInspects() {
@@ -365,15 +391,18 @@ private Q_SLOTS:
         QProcess relulens;
         relulens.start(QString::fromStdString(relulens::test::binPath("relulens")),
                        {"import-llama2c", "--model", llama2c_ + "/v0_untied_gqa.bin", "--tokenizer",
-                        QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model")), "--out", out});
+                        QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model")),
+                        "--out", out});
         QVERIFY(relulens.waitForFinished(60000));
         QVERIFY2(relulens.exitCode() == 0, relulens.readAllStandardError().constData());
         QCOMPARE(QString(relulens.readAllStandardOutput()),
-                 "llama2.c v0 model (dim 48, 2 layers, 6 heads / 2 kv heads, vocab 512, separate classifier) written to " +
+                 "llama2.c v0 model (dim 48, 2 layers, 6 heads / 2 kv heads, vocab 512, separate "
+                 "classifier) written to " +
                      out + " as a Hugging Face llama folder\n");
         const QString json = dir_.filePath("cli.json");
         relulens.start(QString::fromStdString(relulens::test::binPath("relulens")),
-                       {"inspect", "--model", out, "--text", "Hello world", "--attention", "relu_len", "--json", json});
+                       {"inspect", "--model", out, "--text", "Hello world", "--attention",
+                        "relu_len", "--json", json});
         QVERIFY(relulens.waitForFinished(60000));
         QVERIFY2(relulens.exitCode() == 0, relulens.readAllStandardError().constData());
         const auto j = readJson(json);
@@ -399,8 +428,10 @@ private Q_SLOTS:
         auto s = importLlama2c(request);
         QVERIFY(!s.ok());
         QCOMPARE(QString::fromStdString(s.error()),
-                 cut + QString(": not a llama2.c model (the file has %1 bytes; a v0 model of these sizes has %2)")
-                           .arg(bytes.size() - 4).arg(bytes.size()));
+                 cut + QString(": not a llama2.c model (the file has %1 bytes; a v0 model of these "
+                               "sizes has %2)")
+                           .arg(bytes.size() - 4)
+                           .arg(bytes.size()));
         QVERIFY(!QFileInfo::exists(dir_.filePath("cut")));
     }
 
@@ -408,10 +439,11 @@ private Q_SLOTS:
 
     void badFolders_data() {
         QTest::addColumn<QString>("damage");
-        for (const char* d : {"unsupported family", "gemma2", "missing shard", "index names a missing tensor",
-                              "shape contradicts the config", "pickle only", "tokenizer vocabulary",
-                              "no BOS id", "unsupported tokenizer.json", "tiktoken tokenizer.model", "unexpected tensor", "NaN weights",
-                              "rope scaling", "head count"}) {
+        for (const char* d :
+             {"unsupported family", "gemma2", "missing shard", "index names a missing tensor",
+              "shape contradicts the config", "pickle only", "tokenizer vocabulary", "no BOS id",
+              "unsupported tokenizer.json", "tiktoken tokenizer.model", "unexpected tensor",
+              "NaN weights", "rope scaling", "head count"}) {
             QTest::newRow(d) << QString(d);
         }
     }
@@ -419,83 +451,117 @@ private Q_SLOTS:
     void badFolders() {
         QFETCH(QString, damage);
         const QString base = damage == "missing shard" || damage == "index names a missing tensor"
-                                 ? folder("llama_sharded") : folder("llama_f32");
-        const QString path = copyFolder(base, dir_.filePath("bad-" + QString(damage).replace(' ', '-')));
+                                 ? folder("llama_sharded")
+                                 : folder("llama_f32");
+        const QString path =
+            copyFolder(base, dir_.filePath("bad-" + QString(damage).replace(' ', '-')));
         json config = readJson(path + "/config.json");
         QString expected;
         if (damage == "unsupported family") {
             config["model_type"] = "gpt2";
             writeJson(path + "/config.json", config);
-            expected = path + "/config.json: model_type 'gpt2' is not supported; ReluLens opens llama, "
-                              "mistral, qwen2, qwen3 and gemma checkpoints (and its own models)";
+            expected = path +
+                       "/config.json: model_type 'gpt2' is not supported; ReluLens opens llama, "
+                       "mistral, qwen2, qwen3 and gemma checkpoints (and its own models)";
         } else if (damage == "gemma2") {
             config["model_type"] = "gemma2";
             writeJson(path + "/config.json", config);
-            expected = path + "/config.json: model_type 'gemma2' uses attention and final-logit soft-capping "
-                              "and extra norms, which ReluLens does not implement; it opens llama, mistral, "
-                              "qwen2, qwen3 and gemma checkpoints";
+            expected =
+                path +
+                "/config.json: model_type 'gemma2' uses attention and final-logit soft-capping "
+                "and extra norms, which ReluLens does not implement; it opens llama, mistral, "
+                "qwen2, qwen3 and gemma checkpoints";
         } else if (damage == "missing shard") {
             QVERIFY(QFile::remove(path + "/model-00002-of-00003.safetensors"));
-            expected = path + "/model-00002-of-00003.safetensors: missing (model.safetensors.index.json names it)";
+            expected = path +
+                       "/model-00002-of-00003.safetensors: missing (model.safetensors.index.json "
+                       "names it)";
         } else if (damage == "index names a missing tensor") {
             json index = readJson(path + "/model.safetensors.index.json");
-            index["weight_map"]["model.layers.0.mlp.extra.weight"] = "model-00001-of-00003.safetensors";
+            index["weight_map"]["model.layers.0.mlp.extra.weight"] =
+                "model-00001-of-00003.safetensors";
             writeJson(path + "/model.safetensors.index.json", index);
-            expected = path + "/model.safetensors.index.json: names tensor 'model.layers.0.mlp.extra.weight' in "
-                              "model-00001-of-00003.safetensors, which does not hold it";
+            expected =
+                path +
+                "/model.safetensors.index.json: names tensor 'model.layers.0.mlp.extra.weight' in "
+                "model-00001-of-00003.safetensors, which does not hold it";
         } else if (damage == "shape contradicts the config") {
             config["intermediate_size"] = 96;
             writeJson(path + "/config.json", config);
-            expected = path + "/model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape 64×32, config says 96×32";
+            expected = path +
+                       "/model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape "
+                       "64×32, config says 96×32";
         } else if (damage == "pickle only") {
             QVERIFY(QFile::rename(path + "/model.safetensors", path + "/pytorch_model.bin"));
-            expected = path + "/pytorch_model.bin: a pickle checkpoint, which ReluLens never opens (it can run "
-                              "code); convert it to model.safetensors first";
+            expected =
+                path +
+                "/pytorch_model.bin: a pickle checkpoint, which ReluLens never opens (it can run "
+                "code); convert it to model.safetensors first";
         } else if (damage == "tokenizer vocabulary") {
             QFile::remove(path + "/tokenizer.model");
-            QVERIFY(QFile::copy(QString(RELULENS_RESOURCES) + "/models/softmax/tokenizer.model", path + "/tokenizer.model"));
-            expected = path + "/tokenizer.model: the tokenizer has 4096 pieces, config.json says vocab_size 512";
+            QVERIFY(QFile::copy(QString(RELULENS_RESOURCES) + "/models/softmax/tokenizer.model",
+                                path + "/tokenizer.model"));
+            expected =
+                path +
+                "/tokenizer.model: the tokenizer has 4096 pieces, config.json says vocab_size 512";
         } else if (damage == "no BOS id") {
             config.erase("bos_token_id");
             writeJson(path + "/config.json", config);
-            expected = path + ": the tokenizer should add a BOS token, but neither config.json (bos_token_id) "
-                              "nor tokenizer_config.json names one";
+            expected =
+                path +
+                ": the tokenizer should add a BOS token, but neither config.json (bos_token_id) "
+                "nor tokenizer_config.json names one";
         } else if (damage == "unsupported tokenizer.json") {
             // with no tokenizer.model, the tokenizer.json is read: here a Unigram one
             QVERIFY(QFile::remove(path + "/tokenizer.model"));
-            writeJson(path + "/tokenizer.json", {{"model", {{"type", "Unigram"}, {"vocab", json::array()}}}});
+            writeJson(path + "/tokenizer.json",
+                      {{"model", {{"type", "Unigram"}, {"vocab", json::array()}}}});
             expected = path + "/tokenizer.json: model type 'Unigram' is not supported (only BPE)";
         } else if (damage == "tiktoken tokenizer.model") {
             writeAll(path + "/tokenizer.model", "IQ== 0\nIg== 1\n");
-            expected = path + "/tokenizer.model is a tiktoken vocabulary, not a SentencePiece model, and "
-                              "there is no tokenizer.json beside it";
+            expected = path +
+                       "/tokenizer.model is a tiktoken vocabulary, not a SentencePiece model, and "
+                       "there is no tokenizer.json beside it";
         } else if (damage == "unexpected tensor") {
             auto file = readSafetensors((path + "/model.safetensors").toStdString());
             QVERIFY(file.ok());
             file->tensors["model.layers.0.self_attn.q_norm.weight"] = torch::ones({8});
-            QVERIFY(writeSafetensors((path + "/model.safetensors").toStdString(), file->tensors, StorageType::F32).ok());
-            expected = path + "/model.safetensors: unexpected tensor 'model.layers.0.self_attn.q_norm.weight' "
-                              "(not part of a llama model with this config.json)";
+            QVERIFY(writeSafetensors((path + "/model.safetensors").toStdString(), file->tensors,
+                                     StorageType::F32)
+                        .ok());
+            expected =
+                path +
+                "/model.safetensors: unexpected tensor 'model.layers.0.self_attn.q_norm.weight' "
+                "(not part of a llama model with this config.json)";
         } else if (damage == "NaN weights") {
             auto file = readSafetensors((path + "/model.safetensors").toStdString());
             QVERIFY(file.ok());
-            file->tensors["model.layers.1.mlp.up_proj.weight"][3][4] = std::numeric_limits<float>::quiet_NaN();
-            QVERIFY(writeSafetensors((path + "/model.safetensors").toStdString(), file->tensors, StorageType::F32).ok());
+            file->tensors["model.layers.1.mlp.up_proj.weight"][3][4] =
+                std::numeric_limits<float>::quiet_NaN();
+            QVERIFY(writeSafetensors((path + "/model.safetensors").toStdString(), file->tensors,
+                                     StorageType::F32)
+                        .ok());
             // the header is fine: only reading the values finds it
             QVERIFY(checkModelFolder(path.toStdString()).ok());
             auto loaded = loadModelFolder(path.toStdString(), cpu());
             QVERIFY(!loaded.ok());
             QCOMPARE(QString::fromStdString(loaded.error()),
-                     path + "/model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' holds 1 NaN or infinite value(s)");
+                     path +
+                         "/model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' holds 1 "
+                         "NaN or infinite value(s)");
             return;
         } else if (damage == "rope scaling") {
             config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
             writeJson(path + "/config.json", config);
-            expected = path + "/config.json: rope_scaling type 'yarn' is not supported (default, linear, llama3)";
+            expected =
+                path +
+                "/config.json: rope_scaling type 'yarn' is not supported (default, linear, llama3)";
         } else if (damage == "head count") {
             config["num_key_value_heads"] = 3;
             writeJson(path + "/config.json", config);
-            expected = path + "/config.json: num_attention_heads 4 is not a multiple of num_key_value_heads 3";
+            expected =
+                path +
+                "/config.json: num_attention_heads 4 is not a multiple of num_key_value_heads 3";
         }
         QCOMPARE(refusal(path), expected);
     }
@@ -506,9 +572,10 @@ private Q_SLOTS:
         const QString path = dir_.filePath("huge");
         QDir().mkpath(path);
         const int64_t H = 8192, I = 28672, V = 128256, layers = 10;
-        json config = {{"model_type", "llama"}, {"hidden_size", H}, {"intermediate_size", I},
-                       {"num_hidden_layers", layers}, {"num_attention_heads", 64},
-                       {"num_key_value_heads", 8}, {"vocab_size", V}, {"tie_word_embeddings", false},
+        json config = {{"model_type", "llama"},     {"hidden_size", H},
+                       {"intermediate_size", I},    {"num_hidden_layers", layers},
+                       {"num_attention_heads", 64}, {"num_key_value_heads", 8},
+                       {"vocab_size", V},           {"tie_word_embeddings", false},
                        {"bos_token_id", 1}};
         writeJson(path + "/config.json", config);
         json header = json::object();
@@ -518,7 +585,9 @@ private Q_SLOTS:
             int64_t n = 1;
             for (auto d : shape) n *= d;
             parameters += n;
-            header[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + uint64_t(n) * 2}}};
+            header[name] = {{"dtype", "BF16"},
+                            {"shape", shape},
+                            {"data_offsets", {offset, offset + uint64_t(n) * 2}}};
             offset += uint64_t(n) * 2;
         };
         add("model.embed_tokens.weight", {V, H});
@@ -544,18 +613,23 @@ private Q_SLOTS:
             out.write(reinterpret_cast<const char*>(&n), 8);
             out.write(text.data(), std::streamsize(text.size()));
         }
-        QVERIFY(QFile::resize(path + "/model.safetensors", qint64(8 + text.size() + offset)));  // sparse
-        QFile::copy(QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model")), path + "/tokenizer.model");
+        QVERIFY(QFile::resize(path + "/model.safetensors",
+                              qint64(8 + text.size() + offset)));  // sparse
+        QFile::copy(QString::fromStdString(relulens::test::dataPath("tiny/tokenizer.model")),
+                    path + "/tokenizer.model");
         const int64_t available = availableMemoryBytes();
         QVERIFY(available > 0 && available < parameters * 4);
         const double residentBefore = relulens::test::residentMb();
         auto loaded = loadModelFolder(path.toStdString(), cpu());
         QVERIFY(relulens::test::residentMb() - residentBefore < 64);
         QVERIFY(!loaded.ok());
-        QCOMPARE(QString::fromStdString(loaded.error()).section(" and ", 0, 0),
-                 path + QString(": the model needs %1 GB of memory (%2 billion parameters as float32)")
-                            .arg(double(parameters) * 4 / 1e9, 0, 'f', 1).arg(double(parameters) / 1e9, 0, 'f', 2));
-        QVERIFY(QString::fromStdString(loaded.error()).endsWith(" are available; close other programs or open a smaller model"));
+        QCOMPARE(
+            QString::fromStdString(loaded.error()).section(" and ", 0, 0),
+            path + QString(": the model needs %1 GB of memory (%2 billion parameters as float32)")
+                       .arg(double(parameters) * 4 / 1e9, 0, 'f', 1)
+                       .arg(double(parameters) / 1e9, 0, 'f', 2));
+        QVERIFY(QString::fromStdString(loaded.error())
+                    .endsWith(" are available; close other programs or open a smaller model"));
     }
 };
 

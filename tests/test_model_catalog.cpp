@@ -115,13 +115,16 @@ private Q_SLOTS:
     void trainedVariantModeStaysAtTheOpenModelsTrainingLength() {
         using relulens::core::AttentionKind;
         const auto catalog = ModelCatalog::scanDefault();
-        const auto* relu1024 = ModelCatalog::trainedWith(catalog, attention(AttentionKind::ReluLen), 1024);
-        const auto* relu256 = ModelCatalog::trainedWith(catalog, attention(AttentionKind::ReluLen), 256);
+        const auto* relu1024 =
+            ModelCatalog::trainedWith(catalog, attention(AttentionKind::ReluLen), 1024);
+        const auto* relu256 =
+            ModelCatalog::trainedWith(catalog, attention(AttentionKind::ReluLen), 256);
         QVERIFY(relu1024 && relu256);
         QCOMPARE(relu1024->name, QString("long-relu-len"));
         QCOMPARE(relu256->name, QString("relu-len"));
         // No sigmoid model was trained at 1,024 tokens: the one trained at 256 is used.
-        const auto* sigmoid = ModelCatalog::trainedWith(catalog, attention(AttentionKind::Sigmoid), 1024);
+        const auto* sigmoid =
+            ModelCatalog::trainedWith(catalog, attention(AttentionKind::Sigmoid), 1024);
         QVERIFY(sigmoid);
         QCOMPARE(sigmoid->name, QString("sigmoid"));
 
@@ -176,7 +179,8 @@ private Q_SLOTS:
         QCOMPARE(ModelCatalog::byFolder(added, folder), &added.back());
         // listed already: unchanged; a folder with no model: unchanged
         QCOMPARE(ModelCatalog::withFolder(added, folder).size(), added.size());
-        QCOMPARE(ModelCatalog::withFolder(catalog, elsewhere.path() + "/empty").size(), catalog.size());
+        QCOMPARE(ModelCatalog::withFolder(catalog, elsewhere.path() + "/empty").size(),
+                 catalog.size());
         // a bundled model is not listed twice, nor marked as from elsewhere
         const auto again = ModelCatalog::withFolder(catalog, catalog.front().folder);
         QCOMPARE(again.size(), catalog.size());

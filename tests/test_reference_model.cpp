@@ -23,7 +23,8 @@ RunSpec specFromJson(const json& j) {
     run.attention.lengthExponent = j.value("a", 1.0);
     if (j.contains("bias")) run.attention.sigmoidBias = j["bias"].get<double>();
     run.attention.ssmaxSigma = j.value("sigma", AttentionSpec::kDefaultSsmaxSigma);
-    if (j.contains("h")) run.attention.familyFunction = *parseFamilyFunction(j["h"].get<std::string>());
+    if (j.contains("h"))
+        run.attention.familyFunction = *parseFamilyFunction(j["h"].get<std::string>());
     run.ffn = *parseFfnKind(j["ffn"].get<std::string>());
     run.overrides = relulens::test::overridesFromJson(j.value("overrides", json::array()));
     return run;
@@ -71,7 +72,8 @@ private Q_SLOTS:
             auto logits = loaded->model->forward(torch::tensor(ids).view({1, L}), spec, &trace)[0];
             const auto lastError = maxDifference(logits[L - 1], run["last_logits"]);
             const auto firstError = maxDifference(logits[0], run["first_logits"]);
-            QVERIFY2(lastError < 2e-4, label + " last logits differ by " + QByteArray::number(lastError));
+            QVERIFY2(lastError < 2e-4,
+                     label + " last logits differ by " + QByteArray::number(lastError));
             QVERIFY2(firstError < 2e-4, label + " first logits differ");
             const auto& map = trace.layers[size_t(mapLayer)].weights[0][mapHead];  // (L, L)
             for (int64_t i = 0; i < L; ++i) {
@@ -111,11 +113,14 @@ private Q_SLOTS:
             const auto kl = expected["kl"].get<std::vector<double>>();
             QCOMPARE(result->effect->deltaLogProb.size(), delta.size());
             for (size_t i = 0; i < delta.size(); ++i) {
-                QVERIFY2(std::abs(result->effect->deltaLogProb[i] - delta[i]) < 2e-4, label + " Δ log p");
+                QVERIFY2(std::abs(result->effect->deltaLogProb[i] - delta[i]) < 2e-4,
+                         label + " Δ log p");
                 QVERIFY2(std::abs(result->effect->kl[i] - kl[i]) < 2e-4, label + " KL");
             }
             QVERIFY2(std::abs(result->effect->loss - expected["loss"].get<double>()) < 1e-4, label);
-            QVERIFY2(std::abs(result->effect->unchangedLoss - expected["unchanged_loss"].get<double>()) < 1e-4, label);
+            QVERIFY2(std::abs(result->effect->unchangedLoss -
+                              expected["unchanged_loss"].get<double>()) < 1e-4,
+                     label);
             ++checked;
         }
         QCOMPARE(checked, 4);
@@ -155,16 +160,21 @@ private Q_SLOTS:
         QCOMPARE(effect.deltaLogProb.size(), size_t(3));
         QCOMPARE(effect.kl.size(), size_t(3));
         auto near = [](double a, double b) { return std::abs(a - b) < 1e-5; };
-        QVERIFY2(near(effect.deltaLogProb[0], std::log(512.0 * 512.0 / 1023.0)), qPrintable(QString::number(effect.deltaLogProb[0])));
-        QVERIFY2(near(effect.deltaLogProb[1], std::log(512.0 * 0.5 / 511.5)), qPrintable(QString::number(effect.deltaLogProb[1])));
+        QVERIFY2(near(effect.deltaLogProb[0], std::log(512.0 * 512.0 / 1023.0)),
+                 qPrintable(QString::number(effect.deltaLogProb[0])));
+        QVERIFY2(near(effect.deltaLogProb[1], std::log(512.0 * 0.5 / 511.5)),
+                 qPrintable(QString::number(effect.deltaLogProb[1])));
         QVERIFY(effect.deltaLogProb[0] > 5.5 && effect.deltaLogProb[1] < -0.69);
         QVERIFY(near(effect.deltaLogProb[2], 0.0));
-        QVERIFY2(near(effect.kl[0], std::log(1023.0 / 512.0) - std::log(512.0) / 512.0), qPrintable(QString::number(effect.kl[0])));
-        QVERIFY2(near(effect.kl[1], std::log(511.5 / 512.0) - std::log(0.5) / 512.0), qPrintable(QString::number(effect.kl[1])));
+        QVERIFY2(near(effect.kl[0], std::log(1023.0 / 512.0) - std::log(512.0) / 512.0),
+                 qPrintable(QString::number(effect.kl[0])));
+        QVERIFY2(near(effect.kl[1], std::log(511.5 / 512.0) - std::log(0.5) / 512.0),
+                 qPrintable(QString::number(effect.kl[1])));
         QVERIFY(near(effect.kl[2], 0.0));
         const double uniform = std::log(512.0);
         QVERIFY(near(effect.unchangedLoss, uniform));
-        QVERIFY(near(effect.loss, (-std::log(512.0 / 1023.0) - std::log(0.5 / 511.5) + uniform) / 3.0));
+        QVERIFY(
+            near(effect.loss, (-std::log(512.0 / 1023.0) - std::log(0.5 / 511.5) + uniform) / 3.0));
     }
 
     void theLogitLensMatchesTheReference() {
@@ -194,7 +204,8 @@ private Q_SLOTS:
         QCOMPARE(last.size(), result->predictions.back().size());
         for (size_t k = 0; k < last.size(); ++k) {
             QCOMPARE(last[k].id, result->predictions.back()[k].id);
-            QVERIFY(std::abs(last[k].probability - result->predictions.back()[k].probability) < 1e-6);
+            QVERIFY(std::abs(last[k].probability - result->predictions.back()[k].probability) <
+                    1e-6);
         }
         request.lensPositions = {int64_t(L)};
         auto outside = capture(*loaded->model, loaded->tokenizer, reference_["text"], request);
@@ -220,7 +231,8 @@ private Q_SLOTS:
         CaptureRequest request;
         request.lens = true;
         request.diagnostics = false;
-        for (const LanguageModel* model : std::vector<const LanguageModel*>{&silent, loaded->model.get()}) {
+        for (const LanguageModel* model :
+             std::vector<const LanguageModel*>{&silent, loaded->model.get()}) {
             auto result = capture(*model, loaded->tokenizer, reference_["text"], request);
             QVERIFY(result.ok() && result->lens);
             const auto& p = result->lens->nextTokenProbability;

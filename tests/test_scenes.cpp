@@ -2,7 +2,8 @@
 // note, a scene saved and opened again giving the same request, view state and pixels, a missing
 // model reported with the rest applied, a model folder travelling with its scene, lesson stepping
 // (panel and Page Down) applying every field, captions in presentation mode, and
-// `relulens render --scene/--lesson` writing one file per step and view, for the shipped lessons too.
+// `relulens render --scene/--lesson` writing one file per step and view, for the shipped lessons
+// too.
 #include <QtTest>
 
 #include <QDockWidget>
@@ -12,9 +13,9 @@
 #include <QTemporaryDir>
 #include <nlohmann/json.hpp>
 
+#include "core/scene.h"
 #include "qcustomplot.h"
 #include "test_support.h"
-#include "core/scene.h"
 #include "ui/app_state.h"
 #include "ui/attention_map_view.h"
 #include "ui/exportable_view.h"
@@ -32,10 +33,13 @@ using nlohmann::json;
 
 namespace {
 
-const QString kText = "It is a truth universally acknowledged, that a single man in possession "
-                      "of a good fortune, must be in want of a wife.";
+const QString kText =
+    "It is a truth universally acknowledged, that a single man in possession "
+    "of a good fortune, must be in want of a wife.";
 
-QString tinyModel() { return QString::fromStdString(test::dataPath("tiny")); }
+QString tinyModel() {
+    return QString::fromStdString(test::dataPath("tiny"));
+}
 
 int distinctColours(const QImage& image) {
     QSet<QRgb> colours;
@@ -94,7 +98,9 @@ class TestScenes : public QObject {
         view->refresh();
         return view->renderImage(1.0);
     }
-    AttentionMapView* map() const { return qobject_cast<AttentionMapView*>(window_->view("attention")); }
+    AttentionMapView* map() const {
+        return qobject_cast<AttentionMapView*>(window_->view("attention"));
+    }
     // Opens a scene or steps a lesson and waits until the result the scene asks for is shown.
     template <typename F>
     bool applyAndWait(F&& apply) {
@@ -190,7 +196,9 @@ private Q_SLOTS:
         const auto& notes = read->notes;
         QCOMPARE(int(notes.size()), 6);
         auto noted = [&](const char* part) {
-            return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+            return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+                return n.find(part) != std::string::npos;
+            });
         };
         QVERIFY(noted("run.attention"));
         QVERIFY(noted("run.ffn"));
@@ -206,11 +214,13 @@ private Q_SLOTS:
         QCOMPARE(read->value.tau, 0.1);
         QVERIFY(!read->value.zoom);
 
-        auto older = core::sceneFromJson(json::parse(R"({"relulens_scene": 1, "model": "softmax", "text": "a"})"));
+        auto older = core::sceneFromJson(
+            json::parse(R"({"relulens_scene": 1, "model": "softmax", "text": "a"})"));
         QVERIFY(older && older->notes.empty());
         QCOMPARE(older->value.view, std::string("attention"));
         QCOMPARE(older->value.run.attention.kind, core::AttentionKind::Softmax);
-        auto newer = core::sceneFromJson(json::parse(R"({"relulens_scene": 7, "model": "softmax", "text": "a", "hologram": 1})"));
+        auto newer = core::sceneFromJson(json::parse(
+            R"({"relulens_scene": 7, "model": "softmax", "text": "a", "hologram": 1})"));
         QVERIFY(newer);
         QCOMPARE(int(newer->notes.size()), 1);
         QVERIFY(newer->notes[0].find("newer ReluLens") != std::string::npos);
@@ -333,7 +343,8 @@ private Q_SLOTS:
         QStringList notes;
         QVERIFY(applyAndWait([&] { notes = window_->applyScene(scene); }));
         QCOMPARE(notes.size(), 1);
-        QVERIFY2(notes[0].contains("no-such-model") && notes[0].contains("open model is kept"), qPrintable(notes[0]));
+        QVERIFY2(notes[0].contains("no-such-model") && notes[0].contains("open model is kept"),
+                 qPrintable(notes[0]));
         QCOMPARE(state_->modelFolder(), folderBefore);
         QCOMPARE(state_->text(), QString::fromStdString(scene.text));
         QCOMPARE(state_->result()->run.attention.kind, core::AttentionKind::Sigmoid);
@@ -345,7 +356,8 @@ private Q_SLOTS:
         scene.run.overrides = {high};
         notes = window_->applyScene(scene);
         QCOMPARE(notes.size(), 1);
-        QVERIFY2(notes[0].contains("5=softmax") && notes[0].contains("lacks"), qPrintable(notes[0]));
+        QVERIFY2(notes[0].contains("5=softmax") && notes[0].contains("lacks"),
+                 qPrintable(notes[0]));
         QVERIFY(state_->run().overrides.empty());
         QVERIFY(waitForResult() || state_->result());
     }
@@ -365,13 +377,17 @@ private Q_SLOTS:
         QVERIFY(saved);
         QCOMPARE(saved->value.model, std::string("./models/my-model"));
         QVERIFY(QDir().rename(pack, root.filePath("moved")));
-        QVERIFY(applyAndWait([&] { window_->applyScene(window_->currentScene()); state_->setModelFolder(tinyModel()); }));
+        QVERIFY(applyAndWait([&] {
+            window_->applyScene(window_->currentScene());
+            state_->setModelFolder(tinyModel());
+        }));
         QStringList notes;
         QCOMPARE(window_->openSceneFile(root.filePath("moved/scene.relulens"), &notes), QString());
         QVERIFY2(notes.isEmpty(), qPrintable(notes.join("; ")));
         QCOMPARE(state_->modelFolder(), root.filePath("moved/models/my-model"));
         QVERIFY(waitForResult());
-        QCOMPARE(QString::fromStdString(state_->result()->tokens.empty() ? "" : "ok"), QString("ok"));
+        QCOMPARE(QString::fromStdString(state_->result()->tokens.empty() ? "" : "ok"),
+                 QString("ok"));
         state_->setModelFolder(tinyModel());
         QVERIFY(waitForResult());
     }
@@ -449,7 +465,8 @@ private Q_SLOTS:
         window_->activateWindow();
         QVERIFY(QTest::qWaitForWindowActive(window_));
         window_->view("sparsity")->setFocus();
-        QVERIFY(applyAndWait([&] { QTest::keyClick(window_->view("sparsity"), Qt::Key_PageDown); }));
+        QVERIFY(
+            applyAndWait([&] { QTest::keyClick(window_->view("sparsity"), Qt::Key_PageDown); }));
         QCOMPARE(panel->currentStep(), 1);
         checkSecond();
         QCOMPARE(window_->shownCaption(), QString("Second: ReLU ÷ n."));
@@ -509,7 +526,9 @@ private Q_SLOTS:
         QCOMPARE(next.head(), -1);
         QCOMPARE(Settings::string(Settings::Key::Text), state_->text());
 
-        QSettings().setValue("run/overrides", R"([{"layer": "one"}, {"layer": 0, "head": 0, "ablation": "uniform"}])");
+        QSettings().setValue(
+            "run/overrides",
+            R"([{"layer": "one"}, {"layer": 0, "head": 0, "ablation": "uniform"}])");
         QSettings().setValue("run/a", 9.0);
         AppState damaged;
         damaged.setModelFolder(tinyModel());
@@ -535,26 +554,33 @@ private Q_SLOTS:
         }
         const QString lessonPath = dir.filePath("two.relulens");
         QVERIFY(core::writeLessonFile(lessonPath.toStdString(), lesson));
-        auto [code, output] = runRelulens({"render", "--lesson", lessonPath, "--out", dir.filePath("all"), "--view", "all"});
+        auto [code, output] = runRelulens(
+            {"render", "--lesson", lessonPath, "--out", dir.filePath("all"), "--view", "all"});
         QVERIFY2(code == 0, qPrintable(output));
         const QStringList files = QDir(dir.filePath("all")).entryList(QDir::Files, QDir::Name);
         QCOMPARE(files.size(), 2 * (viewNames().size() + 1));
         for (int step = 1; step <= 2; ++step) {
             for (const auto& view : viewNames()) {
-                const QString png = dir.filePath(QString("all/step-%1-%2.png").arg(step, 2, 10, QChar('0')).arg(view));
+                const QString png = dir.filePath(
+                    QString("all/step-%1-%2.png").arg(step, 2, 10, QChar('0')).arg(view));
                 QImage image(png);
                 QVERIFY2(distinctColours(image) > 20, qPrintable(png));
             }
-            QFile caption(dir.filePath(QString("all/step-%1-caption.txt").arg(step, 2, 10, QChar('0'))));
+            QFile caption(
+                dir.filePath(QString("all/step-%1-caption.txt").arg(step, 2, 10, QChar('0'))));
             QVERIFY(caption.open(QIODevice::ReadOnly));
-            QCOMPARE(QString::fromUtf8(caption.readAll()).trimmed(), QString("caption %1").arg(step));
+            QCOMPARE(QString::fromUtf8(caption.readAll()).trimmed(),
+                     QString("caption %1").arg(step));
         }
         // by default each step's own view; SVG by --format; existing files need --force
-        std::tie(code, output) = runRelulens({"render", "--lesson", lessonPath, "--out", dir.filePath("own"), "--format", "svg"});
+        std::tie(code, output) = runRelulens(
+            {"render", "--lesson", lessonPath, "--out", dir.filePath("own"), "--format", "svg"});
         QVERIFY2(code == 0, qPrintable(output));
         QCOMPARE(QDir(dir.filePath("own")).entryList(QDir::Files, QDir::Name),
-                 QStringList({"step-01-attention.svg", "step-01-caption.txt", "step-02-caption.txt", "step-02-sparsity.svg"}));
-        std::tie(code, output) = runRelulens({"render", "--lesson", lessonPath, "--out", dir.filePath("own"), "--format", "svg"});
+                 QStringList({"step-01-attention.svg", "step-01-caption.txt", "step-02-caption.txt",
+                              "step-02-sparsity.svg"}));
+        std::tie(code, output) = runRelulens(
+            {"render", "--lesson", lessonPath, "--out", dir.filePath("own"), "--format", "svg"});
         QCOMPARE(code, 1);
         QVERIFY2(output.contains("exists; add --force"), qPrintable(output));
         // a scene, named after its file
@@ -562,15 +588,19 @@ private Q_SLOTS:
         one.view = "heads";
         one.caption.clear();
         QVERIFY(core::writeSceneFile(dir.filePath("one.relulens").toStdString(), one));
-        std::tie(code, output) = runRelulens({"render", "--scene", dir.filePath("one.relulens"), "--out", dir.filePath("scene")});
+        std::tie(code, output) = runRelulens(
+            {"render", "--scene", dir.filePath("one.relulens"), "--out", dir.filePath("scene")});
         QVERIFY2(code == 0, qPrintable(output));
-        QCOMPARE(QDir(dir.filePath("scene")).entryList(QDir::Files), QStringList({"one-heads.png"}));
+        QCOMPARE(QDir(dir.filePath("scene")).entryList(QDir::Files),
+                 QStringList({"one-heads.png"}));
         // a scene whose model is missing: a message, nothing written
         one.model = "no-such-model";
         QVERIFY(core::writeSceneFile(dir.filePath("lost.relulens").toStdString(), one));
-        std::tie(code, output) = runRelulens({"render", "--scene", dir.filePath("lost.relulens"), "--out", dir.filePath("lost")});
+        std::tie(code, output) = runRelulens(
+            {"render", "--scene", dir.filePath("lost.relulens"), "--out", dir.filePath("lost")});
         QCOMPARE(code, 1);
-        QVERIFY2(output.contains("'no-such-model' is not among the bundled models"), qPrintable(output));
+        QVERIFY2(output.contains("'no-such-model' is not among the bundled models"),
+                 qPrintable(output));
     }
 
     // The lessons in resources/lessons open without a note, and every step renders.
@@ -587,12 +617,15 @@ private Q_SLOTS:
             QVERIFY2(steps >= 5 && steps <= 8, qPrintable(name));
             for (const auto& s : read->value.steps) QVERIFY2(!s.caption.empty(), qPrintable(name));
             const QString out = dir.filePath(QFileInfo(name).completeBaseName());
-            auto [code, output] = runRelulens({"render", "--lesson", lessons + "/" + name, "--out", out});
+            auto [code, output] =
+                runRelulens({"render", "--lesson", lessons + "/" + name, "--out", out});
             QVERIFY2(code == 0, qPrintable(name + ": " + output));
             QVERIFY2(!output.contains("note:"), qPrintable(name + ": " + output));
             for (int i = 0; i < steps; ++i) {
-                const QString png = out + QString("/step-%1-%2.png").arg(i + 1, 2, 10, QChar('0'))
-                                              .arg(QString::fromStdString(read->value.steps[size_t(i)].view));
+                const QString png =
+                    out + QString("/step-%1-%2.png")
+                              .arg(i + 1, 2, 10, QChar('0'))
+                              .arg(QString::fromStdString(read->value.steps[size_t(i)].view));
                 QVERIFY2(distinctColours(QImage(png)) > 20, qPrintable(png));
             }
         }

@@ -66,7 +66,10 @@ inline bool matches(const torch::Tensor& actual, const std::vector<std::vector<d
         for (size_t j = 0; j < expected[i].size(); ++j) {
             const double v = a[int64_t(i)][int64_t(j)].item<double>();
             if (std::abs(v - expected[i][j]) > tolerance) {
-                *why = QString("entry (%1,%2) is %3, expected %4").arg(i).arg(j).arg(v, 0, 'g', 9)
+                *why = QString("entry (%1,%2) is %3, expected %4")
+                           .arg(i)
+                           .arg(j)
+                           .arg(v, 0, 'g', 9)
                            .arg(expected[i][j], 0, 'g', 9);
                 return false;
             }
@@ -77,9 +80,8 @@ inline bool matches(const torch::Tensor& actual, const std::vector<std::vector<d
 
 }  // namespace relulens::test
 
-#define RL_COMPARE_ROWS(actual, expected, tol)                         \
-    do {                                                               \
-        QString why_;                                                  \
-        if (!relulens::test::matches((actual), (expected), (tol), &why_)) \
-            QFAIL(qPrintable(why_));                                   \
+#define RL_COMPARE_ROWS(actual, expected, tol)                                                     \
+    do {                                                                                           \
+        QString why_;                                                                              \
+        if (!relulens::test::matches((actual), (expected), (tol), &why_)) QFAIL(qPrintable(why_)); \
     } while (0)

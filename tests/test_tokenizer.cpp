@@ -120,7 +120,8 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(tokenizer_.readable(the)), QString("▁the"));
         // encode fills each token's readable form
         const auto tokens = tokenizer_.encode("a\nb").value();
-        QVERIFY(std::any_of(tokens.begin(), tokens.end(), [](const Token& t) { return t.readable == "↵"; }));
+        QVERIFY(std::any_of(tokens.begin(), tokens.end(),
+                            [](const Token& t) { return t.readable == "↵"; }));
     }
 
     void badModelFileIsAnError() {

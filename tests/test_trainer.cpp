@@ -72,8 +72,8 @@ private Q_SLOTS:
         o.warmup = 10;
         o.steps = 110;
         o.minLrRatio = 0.1;
-        QCOMPARE(learningRate(o, 5), 0.5);               // halfway through warm-up
-        QCOMPARE(learningRate(o, 10), 1.0);              // peak
+        QCOMPARE(learningRate(o, 5), 0.5);                      // halfway through warm-up
+        QCOMPARE(learningRate(o, 10), 1.0);                     // peak
         QVERIFY(std::abs(learningRate(o, 60) - 0.55) < 1e-12);  // cosine midpoint: 0.1 + 0.9/2
         QVERIFY(std::abs(learningRate(o, 110) - 0.1) < 1e-12);  // floor
     }
@@ -88,7 +88,8 @@ private Q_SLOTS:
         QCOMPARE(a, b);  // bit-identical for the same seed
         // The first batch sits near ln(512) = 6.24; forty steps bring it well below.
         QVERIFY(a.front() > 6.0);
-        QVERIFY2(a.back() < a.front() - 1.0, qPrintable(QString("%1 -> %2").arg(a.front()).arg(a.back())));
+        QVERIFY2(a.back() < a.front() - 1.0,
+                 qPrintable(QString("%1 -> %2").arg(a.front()).arg(a.back())));
         QVERIFY(first->finalValidationLoss < 5.5);
         auto other = smallRun(path("c"));
         other.seed = 2;
@@ -114,7 +115,8 @@ private Q_SLOTS:
         QVERIFY(!again.ok());
         QVERIFY(QString::fromStdString(again.error()).contains("--force"));
         std::ifstream config(path("taken") + "/config.json");
-        std::string kept((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+        std::string kept((std::istreambuf_iterator<char>(config)),
+                         std::istreambuf_iterator<char>());
         QCOMPARE(kept, std::string("{\"name\": \"someone's model\"}\n"));
         QVERIFY(!QFileInfo::exists(QString::fromStdString(path("taken") + "/train_log.csv")));
     }
@@ -137,16 +139,20 @@ private Q_SLOTS:
                 reference.mutable_grad() = gradient.clone();
                 optimiser.step();
                 adamWStep(ours, gradient, m, v, step, lr, beta1, beta2, 0.1, decay);
-                QVERIFY2(torch::allclose(ours, reference.detach(), 1e-6, 1e-7),
-                         qPrintable(QString("step %1, decay %2: %3").arg(step).arg(decay)
-                                        .arg((ours - reference.detach()).abs().max().item<double>())));
+                QVERIFY2(
+                    torch::allclose(ours, reference.detach(), 1e-6, 1e-7),
+                    qPrintable(QString("step %1, decay %2: %3")
+                                   .arg(step)
+                                   .arg(decay)
+                                   .arg((ours - reference.detach()).abs().max().item<double>())));
             }
         }
     }
 
     void stopThenResume() {
         // An unbroken reference run, and one stopped after step 15 and resumed.
-        QVERIFY(trainModel(smallRun(path("whole"), AttentionKind::ReluFormer), never_, nullptr).ok());
+        QVERIFY(
+            trainModel(smallRun(path("whole"), AttentionKind::ReluFormer), never_, nullptr).ok());
         std::atomic<bool> stop{false};
         auto stopped = trainModel(smallRun(path("parts"), AttentionKind::ReluFormer), stop,
                                   [&](const TrainProgress& p) {
@@ -170,7 +176,8 @@ private Q_SLOTS:
         for (size_t i = 0; i < steps.size(); ++i) QCOMPARE(steps[i], int64_t(i + 1));
         const auto whole = losses(path("whole"));
         for (size_t i = 0; i < whole.size(); ++i) {
-            QVERIFY2(std::abs(parts[i] - whole[i]) < 1e-5, qPrintable(QString("step %1").arg(i + 1)));
+            QVERIFY2(std::abs(parts[i] - whole[i]) < 1e-5,
+                     qPrintable(QString("step %1").arg(i + 1)));
         }
         auto finished = trainModel(options, never_, nullptr);
         QVERIFY(!finished.ok());
@@ -182,7 +189,8 @@ private Q_SLOTS:
         QVERIFY(loaded.ok());
         std::vector<int64_t> tokens;
         for (int i = 0; i < 41; ++i) tokens.push_back((i * 37) % 512);
-        auto result = evaluateContexts(*loaded->model, tokens, {20, 40}, loaded->model->info().trained, 1000);
+        auto result =
+            evaluateContexts(*loaded->model, tokens, {20, 40}, loaded->model->info().trained, 1000);
         QVERIFY(result.ok());
         QCOMPARE(result->size(), size_t(2));
         QCOMPARE((*result)[0].windows, int64_t(2));
@@ -191,7 +199,7 @@ private Q_SLOTS:
         torch::NoGradGuard noGrad;
         auto ids = torch::tensor(tokens, torch::kLong);
         auto logits = loaded->model->forward(ids.narrow(0, 0, 40).view({1, 40}),
-                                            loaded->model->info().trained)[0];
+                                             loaded->model->info().trained)[0];
         double nll = 0;
         auto logp = torch::log_softmax(logits, -1);
         for (int i = 0; i < 40; ++i) nll -= logp[i][tokens[size_t(i + 1)]].item<double>();
@@ -216,7 +224,8 @@ private Q_SLOTS:
         QVERIFY(std::abs(twenty.windowLosses[1] - windowLoss[1]) < 1e-5);
         QVERIFY(std::abs(twenty.loss - (windowLoss[0] + windowLoss[1]) / 2) < 1e-5);
         QVERIFY(std::abs(windowLoss[0] - windowLoss[1]) > 1e-3);  // a spread to measure
-        QVERIFY(std::abs(twenty.standardError - std::abs(windowLoss[0] - windowLoss[1]) / 2) < 1e-5);
+        QVERIFY(std::abs(twenty.standardError - std::abs(windowLoss[0] - windowLoss[1]) / 2) <
+                1e-5);
     }
 };
 

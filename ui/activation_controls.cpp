@@ -1,14 +1,14 @@
 #include "ui/activation_controls.h"
 
 #include <QComboBox>
-#include <QMenu>
-#include <QToolButton>
 #include <QDoubleSpinBox>
-#include <QStandardItemModel>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStandardItemModel>
+#include <QToolButton>
 
 #include "ui/app_state.h"
 #include "ui/override_menu.h"
@@ -36,9 +36,12 @@ QString familyLabel(core::FamilyFunction h) {
 }
 QString ffnLabel(core::FfnKind kind) {
     switch (kind) {
-        case core::FfnKind::SoftmaxLn: return "softmax + LN";
-        case core::FfnKind::GeluTanh: return "gelu (tanh)";
-        default: return QString::fromStdString(core::ffnKindName(kind));
+        case core::FfnKind::SoftmaxLn:
+            return "softmax + LN";
+        case core::FfnKind::GeluTanh:
+            return "gelu (tanh)";
+        default:
+            return QString::fromStdString(core::ffnKindName(kind));
     }
 }
 
@@ -99,8 +102,9 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     ffn_->setToolTip("FFN memory activation (a gated FFN swaps its gate's activation)");
     mode_ = new QComboBox(this);
     mode_->addItems({"same weights", "trained variant"});
-    mode_->setToolTip("Same weights: swap the activation on the loaded model.\n"
-                      "Trained variant: switch to the bundled model trained with it.");
+    mode_->setToolTip(
+        "Same weights: swap the activation on the loaded model.\n"
+        "Trained variant: switch to the bundled model trained with it.");
     layer_ = new QSpinBox(this);
     head_ = new QComboBox(this);
     head_->setObjectName("headBox");
@@ -122,8 +126,9 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     layout->addWidget(head_);
     overrides_ = new QLabel(this);
     overrides_->setObjectName("overridesLabel");
-    overrides_->setToolTip("What differs from the attention chosen for the whole model.\n"
-                           "Right-click a head (head grid, sparsity, layer or head box) to change it.");
+    overrides_->setToolTip(
+        "What differs from the attention chosen for the whole model.\n"
+        "Right-click a head (head grid, sparsity, layer or head box) to change it.");
     clearOverrides_ = new QToolButton(this);
     clearOverrides_->setObjectName("clearOverrides");
     clearOverrides_->setText("Clear");
@@ -134,13 +139,17 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     connect(clearOverrides_, &QToolButton::clicked, state_, &AppState::clearOverrides);
     for (QWidget* selector : {static_cast<QWidget*>(layer_), static_cast<QWidget*>(head_)}) {
         selector->setContextMenuPolicy(Qt::CustomContextMenu);
-        connect(selector, &QWidget::customContextMenuRequested, this, [this, selector](const QPoint& at) {
-            if (!state_->result()) return;
-            overrideMenu(state_, state_->layer(), state_->head(), this)->popup(selector->mapToGlobal(at));
-        });
+        connect(selector, &QWidget::customContextMenuRequested, this,
+                [this, selector](const QPoint& at) {
+                    if (!state_->result()) return;
+                    overrideMenu(state_, state_->layer(), state_->head(), this)
+                        ->popup(selector->mapToGlobal(at));
+                });
     }
 
-    auto run = [this] { if (!syncing_) pushRun(); };
+    auto run = [this] {
+        if (!syncing_) pushRun();
+    };
     connect(attention_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
     connect(family_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
     connect(ffn_, qOverload<int>(&QComboBox::currentIndexChanged), this, run);
@@ -148,7 +157,8 @@ ActivationControls::ActivationControls(AppState* state, QWidget* parent)
     connect(sigmoidBias_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, run);
     connect(ssmaxSigma_, qOverload<double>(&QDoubleSpinBox::valueChanged), this, run);
     connect(mode_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
-        if (!syncing_) state_->setMode(index == 1 ? VariantMode::TrainedVariant : VariantMode::SameWeights);
+        if (!syncing_)
+            state_->setMode(index == 1 ? VariantMode::TrainedVariant : VariantMode::SameWeights);
     });
     connect(layer_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int value) {
         if (!syncing_) state_->setLayer(value);

@@ -1,8 +1,8 @@
 // The always-visible controls: model picker, attention variant (grouped: the papers' variants,
 // then the later ones; with family h and exponent a, sigmoid's bias, ssmax's sigma),
 // FFN variant, same-weights / trained-variant mode, layer and head (right-click: per-layer and
-// per-head overrides), and the overrides in force with a button that clears them. They edit the AppState and
-// follow it when it changes elsewhere (shortcuts, clicks in views).
+// per-head overrides), and the overrides in force with a button that clears them. They edit the
+// AppState and follow it when it changes elsewhere (shortcuts, clicks in views).
 #pragma once
 #include <QWidget>
 

@@ -32,7 +32,8 @@ void AppState::setModelFolder(const QString& folder) {
         auto& overrides = run_.overrides;
         overrides.erase(std::remove_if(overrides.begin(), overrides.end(),
                                        [&](const core::AttentionOverride& o) {
-                                           return o.layer >= modelInfo_.nLayers || o.head >= modelInfo_.nHeads;
+                                           return o.layer >= modelInfo_.nLayers ||
+                                                  o.head >= modelInfo_.nHeads;
                                        }),
                         overrides.end());
     }
@@ -87,13 +88,16 @@ void AppState::setTauScale(double tau) {
     Q_EMIT inputChanged();
 }
 
-void AppState::setCatalog(QVector<ModelEntry> catalog) { catalog_ = std::move(catalog); }
+void AppState::setCatalog(QVector<ModelEntry> catalog) {
+    catalog_ = std::move(catalog);
+}
 
 QString AppState::effectiveFolder() const {
     if (mode_ == VariantMode::TrainedVariant) {
         const auto* open = ModelCatalog::byFolder(catalog_, modelFolder_);
         const int64_t context = open ? open->trainingContext : 0;
-        if (const auto* sibling = ModelCatalog::trainedWith(catalog_, run_, context)) return sibling->folder;
+        if (const auto* sibling = ModelCatalog::trainedWith(catalog_, run_, context))
+            return sibling->folder;
     }
     return modelFolder_;
 }

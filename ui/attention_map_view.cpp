@@ -1,20 +1,20 @@
 #include "ui/attention_map_view.h"
 
 #include <QComboBox>
-#include <algorithm>
-#include <cmath>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
 
 #include "qcustomplot.h"
-#include "ui/colour_maps.h"
-#include "ui/plot_helpers.h"
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
+#include "ui/colour_maps.h"
 #include "ui/map_jobs.h"
+#include "ui/plot_helpers.h"
 #include "ui/token_text.h"
 
 namespace relulens::ui {
@@ -30,8 +30,9 @@ AttentionMapView::AttentionMapView(AppState* state, QWidget* parent)
     controls->addWidget(scaleMode_);
     poolingMode_ = new QComboBox(this);
     poolingMode_->addItems({"max pooling", "mean pooling"});
-    poolingMode_->setToolTip("When the map has more entries than the plot has pixels, each cell "
-                             "shows the maximum or the mean of the entries it covers");
+    poolingMode_->setToolTip(
+        "When the map has more entries than the plot has pixels, each cell "
+        "shows the maximum or the mean of the entries it covers");
     controls->addWidget(new QLabel("Long inputs:", this));
     controls->addWidget(poolingMode_);
     controls->addStretch();
@@ -113,8 +114,11 @@ QString AttentionMapView::tooltipAt(int query, int key) const {
     if (!result || query < 0 || key < 0 || query >= size_ || key >= size_) return QString();
     const int layer = state_->layer(), head = state_->head();
     QString text = QString("layer %1 · %2\nquery %3 ‘%4’ → key %5 ‘%6’\n")
-                       .arg(layer).arg(headLabel(result->model, head))
-                       .arg(query).arg(tokenLabel(*result, query)).arg(key)
+                       .arg(layer)
+                       .arg(headLabel(result->model, head))
+                       .arg(query)
+                       .arg(tokenLabel(*result, query))
+                       .arg(key)
                        .arg(tokenLabel(*result, key));
     if (key > query) return text + "masked: a query sees only keys at or before it";
     if (const int64_t window = result->model.window(layer); window > 0 && key <= query - window) {
@@ -124,9 +128,12 @@ QString AttentionMapView::tooltipAt(int query, int key) const {
     const double score = result->maps->scoreAt(layer, head, query, key);
     if (!std::isnan(score)) text += QString("\nraw score %1").arg(score, 0, 'g', 6);
     if (block_ != QSize(1, 1)) {
-        text += QString("\nthe cell under the cursor shows the %1 of up to %2 × %3 entries; zoom in for each")
+        text += QString(
+                    "\nthe cell under the cursor shows the %1 of up to %2 × %3 entries; zoom in "
+                    "for each")
                     .arg(QString::fromStdString(core::poolingName(pooling_)))
-                    .arg(block_.height()).arg(block_.width());
+                    .arg(block_.height())
+                    .arg(block_.width());
     }
     return text;
 }
@@ -153,11 +160,13 @@ void AttentionMapView::refresh() {
         size_ = L;
         plot_->xAxis->setRange(-0.5, L - 0.5);
         plot_->yAxis->setRange(-0.5, L - 0.5);
-        if (pendingZoom_ && pendingZoom_->queryEnd <= L && pendingZoom_->keyEnd <= L) setZoom(pendingZoom_);
+        if (pendingZoom_ && pendingZoom_->queryEnd <= L && pendingZoom_->keyEnd <= L)
+            setZoom(pendingZoom_);
     }
     setHeading(heading_, QString("Layer %1 · %2\n%3")
-                          .arg(state_->layer()).arg(headLabel(result->model, state_->head()))
-                          .arg(state_->provenance()));
+                             .arg(state_->layer())
+                             .arg(headLabel(result->model, state_->head()))
+                             .arg(state_->provenance()));
     refreshTile();
 }
 
@@ -205,14 +214,21 @@ AttentionMapView::Tile AttentionMapView::wantedTile() const {
     tile.head = state_->head();
     tile.pooling = pooling_;
     tile.key = QString("%1 %2 %3 %4 %5 %6 %7 %8 %9")
-                   .arg(tile.layer).arg(tile.head).arg(tile.q0).arg(tile.q1).arg(tile.k0)
-                   .arg(tile.k1).arg(tile.outRows).arg(tile.outKeys).arg(int(tile.pooling));
+                   .arg(tile.layer)
+                   .arg(tile.head)
+                   .arg(tile.q0)
+                   .arg(tile.q1)
+                   .arg(tile.k0)
+                   .arg(tile.k1)
+                   .arg(tile.outRows)
+                   .arg(tile.outKeys)
+                   .arg(int(tile.pooling));
     return tile;
 }
 
 AttentionMapView::Tile AttentionMapView::computeTile(Tile tile) {
-    tile.values = tile.result->maps->pooled(tile.layer, tile.head, tile.q0, tile.q1, tile.k0, tile.k1,
-                                tile.outRows, tile.outKeys, tile.pooling);
+    tile.values = tile.result->maps->pooled(tile.layer, tile.head, tile.q0, tile.q1, tile.k0,
+                                            tile.k1, tile.outRows, tile.outKeys, tile.pooling);
     if (!tile.values.defined()) return tile;
     const auto finite = tile.values.masked_select(tile.values.isnan().logical_not());
     if (finite.numel() > 0) {
@@ -245,11 +261,12 @@ void AttentionMapView::refreshTile() {
     const QString id = QString::number(quintptr(tile.result.get())) + " " + tile.key;
     if (requested_ == id) return;
     requested_ = id;
-    MapJobs::instance().post<Tile>(channel_, this, [tile] { return computeTile(tile); },
-                                   [this](Tile done) {
-                                       requested_.clear();
-                                       applyTile(std::move(done));
-                                   });
+    MapJobs::instance().post<Tile>(
+        channel_, this, [tile] { return computeTile(tile); },
+        [this](Tile done) {
+            requested_.clear();
+            applyTile(std::move(done));
+        });
 }
 
 void AttentionMapView::ensureCurrentTile() {
@@ -264,14 +281,17 @@ void AttentionMapView::applyTile(Tile tile) {
     if (!tile.values.defined() || tile.result != state_->result()) return;
     shown_ = std::move(tile);
     auto same = [this](const Tile& t) { return t.result == shown_.result && t.key == shown_.key; };
-    recentTiles_.erase(std::remove_if(recentTiles_.begin(), recentTiles_.end(), same), recentTiles_.end());
+    recentTiles_.erase(std::remove_if(recentTiles_.begin(), recentTiles_.end(), same),
+                       recentTiles_.end());
     recentTiles_.push_back(shown_);
     if (recentTiles_.size() > kRecentTiles) recentTiles_.erase(recentTiles_.begin());
     const auto& t = shown_;
     const auto& result = t.result;
     rowBegin_ = t.q0, rowEnd_ = t.q1, keyBegin_ = t.k0, keyEnd_ = t.k1;
-    const int64_t cellsK = t.values.size(1), cellsQ = t.values.size(0);  // the overview may be coarser
-    block_ = QSize(int((t.k1 - t.k0 + cellsK - 1) / cellsK), int((t.q1 - t.q0 + cellsQ - 1) / cellsQ));
+    const int64_t cellsK = t.values.size(1),
+                  cellsQ = t.values.size(0);  // the overview may be coarser
+    block_ =
+        QSize(int((t.k1 - t.k0 + cellsK - 1) / cellsK), int((t.q1 - t.q0 + cellsQ - 1) / cellsQ));
     fillRegionHeatmap(map_, t.values, t.q0, t.q1, t.k0, t.k1);
     applyScale();
     // Token labels when every visible token fits (about 11 pixels each); indices otherwise.
@@ -280,8 +300,10 @@ void AttentionMapView::applyTile(Tile tile) {
     if (shownTokens * 11 <= std::max(pixels, 100)) {
         auto tickerX = QSharedPointer<QCPAxisTickerText>::create();
         auto tickerY = QSharedPointer<QCPAxisTickerText>::create();
-        for (int64_t i = t.k0; i < t.k1; ++i) tickerX->addTick(double(i), tokenLabel(*result, int(i)));
-        for (int64_t i = t.q0; i < t.q1; ++i) tickerY->addTick(double(i), tokenLabel(*result, int(i)));
+        for (int64_t i = t.k0; i < t.k1; ++i)
+            tickerX->addTick(double(i), tokenLabel(*result, int(i)));
+        for (int64_t i = t.q0; i < t.q1; ++i)
+            tickerY->addTick(double(i), tokenLabel(*result, int(i)));
         plot_->xAxis->setTicker(tickerX);
         plot_->yAxis->setTicker(tickerY);
         plot_->xAxis->setTickLabelRotation(60);
@@ -302,23 +324,29 @@ void AttentionMapView::applyScale() {
     if (!t.values.defined()) return;
     const double maxValue = t.maxValue > 0 ? t.maxValue : 1.0;
     const QString pooled = block_ == QSize(1, 1)
-        ? QString()
-        : QString("; each cell the %1 of up to %2 × %3 entries")
-              .arg(QString::fromStdString(core::poolingName(t.pooling)))
-              .arg(block_.height()).arg(block_.width());
+                               ? QString()
+                               : QString("; each cell the %1 of up to %2 × %3 entries")
+                                     .arg(QString::fromStdString(core::poolingName(t.pooling)))
+                                     .arg(block_.height())
+                                     .arg(block_.width());
     if (log_) {
         const double low = std::max(t.minPositive, maxValue * 1e-4);
         map_->setDataScaleType(QCPAxis::stLogarithmic);
         scale_->axis()->setScaleType(QCPAxis::stLogarithmic);
         map_->setDataRange(QCPRange(std::min(low, maxValue * 0.999), maxValue));
-        scale_->axis()->setLabel(QString("weight, log scale (%1 – %2; zeros at the bottom colour)%3")
-                                     .arg(low, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
+        scale_->axis()->setLabel(
+            QString("weight, log scale (%1 – %2; zeros at the bottom colour)%3")
+                .arg(low, 0, 'g', 3)
+                .arg(maxValue, 0, 'g', 3)
+                .arg(pooled));
     } else {
         map_->setDataScaleType(QCPAxis::stLinear);
         scale_->axis()->setScaleType(QCPAxis::stLinear);
         map_->setDataRange(QCPRange(t.minValue, maxValue));
         scale_->axis()->setLabel(QString("weight, linear (%1 – %2)%3")
-                                     .arg(t.minValue, 0, 'g', 3).arg(maxValue, 0, 'g', 3).arg(pooled));
+                                     .arg(t.minValue, 0, 'g', 3)
+                                     .arg(maxValue, 0, 'g', 3)
+                                     .arg(pooled));
     }
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -339,9 +367,9 @@ QString AttentionMapView::csv() const {
     // Every visible entry of the shown region while that stays a sensible file (4 M entries,
     // some 200 MB); beyond, the pooled cells as shown.
     if ((q1 - q0) * (k1 - k0) > 4'000'000) {
-        const auto values = result->maps->pooled(layer, head, q0, q1, k0, k1,
-                                          (q1 - q0 + block_.height() - 1) / block_.height(),
-                                          (k1 - k0 + block_.width() - 1) / block_.width(), pooling_);
+        const auto values = result->maps->pooled(
+            layer, head, q0, q1, k0, k1, (q1 - q0 + block_.height() - 1) / block_.height(),
+            (k1 - k0 + block_.width() - 1) / block_.width(), pooling_);
         const QString name = QString::fromStdString(core::poolingName(pooling_));
         QString out = QString("query_from,query_to,key_from,key_to,%1_weight\n").arg(name);
         const int64_t rows = values.size(0), keys = values.size(1);

@@ -88,10 +88,10 @@ private:
     std::optional<core::ZoomRegion> pendingZoom_;
     QSize block_{1, 1};
     int64_t rowBegin_ = 0, rowEnd_ = 0, keyBegin_ = 0, keyEnd_ = 0;  // the shown region
-    Tile shown_;          // the tile drawn
+    Tile shown_;                                                     // the tile drawn
     static constexpr size_t kRecentTiles = 4;
     std::vector<Tile> recentTiles_;  // the last tiles drawn, newest last
-    QString requested_;   // the tile asked of the map thread, until it arrives
+    QString requested_;              // the tile asked of the map thread, until it arrives
     MapChannel channel_;
 };
 

@@ -23,7 +23,9 @@ torch::Tensor rowEntropy(const core::CaptureResult& result, int layer, int head)
     return perRow(result.layers[size_t(layer)].attentionDiagnostics.rowEntropy, head);
 }
 
-QString headLabel(int head) { return head < 0 ? QStringLiteral("mean of heads") : QString("head %1").arg(head); }
+QString headLabel(int head) {
+    return head < 0 ? QStringLiteral("mean of heads") : QString("head %1").arg(head);
+}
 
 QString headLabel(const core::ModelInfo& model, int head) {
     if (head < 0 || model.nKvHeads <= 0 || model.nKvHeads == model.nHeads) return headLabel(head);

@@ -37,7 +37,8 @@ namespace {
 // Cells per side for a map of L tokens in a plot: every entry when it fits, else mean-pooled
 // blocks (the mean keeps the difference panel exact: mean(a) − mean(b) = mean(a − b)).
 int64_t cellsFor(int64_t L, const QCustomPlot* plot) {
-    const int64_t pixels = std::max(64, std::min(plot->axisRect()->width(), plot->axisRect()->height()));
+    const int64_t pixels =
+        std::max(64, std::min(plot->axisRect()->width(), plot->axisRect()->height()));
     return std::min(L, pixels);
 }
 
@@ -68,7 +69,8 @@ CompareView::Panels CompareView::wantedPanels() const {
 
 CompareView::Panels CompareView::computePanels(Panels p) {
     const int64_t L = int64_t(p.result->tokens.size());
-    p.a = p.result->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
+    p.a =
+        p.result->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
     p.b = p.other->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
     return p;
 }
@@ -77,8 +79,9 @@ void CompareView::requestPanels() {
     Panels wanted = wantedPanels();
     if (!wanted.result) return;
     stale_ = false;
-    MapJobs::instance().post<Panels>(channel_, this, [wanted] { return computePanels(wanted); },
-                                     [this](Panels done) { draw(done); });
+    MapJobs::instance().post<Panels>(
+        channel_, this, [wanted] { return computePanels(wanted); },
+        [this](Panels done) { draw(done); });
 }
 
 void CompareView::draw(const Panels& p) {
@@ -94,18 +97,23 @@ void CompareView::draw(const Panels& p) {
                                   .arg(QString::fromStdString(result->run.attention.label()),
                                        QString::fromStdString(other->run.attention.label()))};
     const int64_t block = (L + p.cells - 1) / p.cells;
-    const QString pooled = block > 1 ? QString(" · mean of blocks of up to %1 × %1").arg(block) : QString();
+    const QString pooled =
+        block > 1 ? QString(" · mean of blocks of up to %1 × %1").arg(block) : QString();
     for (int i = 0; i < 3; ++i) {
         fillRegionHeatmap(maps_[i].map, values[i], 0, L, 0, L);
         if (i == 2) {
             const auto finite = values[2].masked_select(values[2].isnan().logical_not());
-            const double span = std::max(1e-9, finite.numel() ? finite.abs().max().item<double>() : 0.0);
+            const double span =
+                std::max(1e-9, finite.numel() ? finite.abs().max().item<double>() : 0.0);
             maps_[i].map->setDataRange(QCPRange(-span, span));  // symmetric: white is no change
         } else {
             maps_[i].map->rescaleDataRange(true);
         }
-        setHeading(maps_[i].heading, QString("%1\nlayer %2 · %3%4").arg(names[i]).arg(layer)
-                                      .arg(headLabel(result->model, head)).arg(pooled));
+        setHeading(maps_[i].heading, QString("%1\nlayer %2 · %3%4")
+                                         .arg(names[i])
+                                         .arg(layer)
+                                         .arg(headLabel(result->model, head))
+                                         .arg(pooled));
         plots_[i]->xAxis->setRange(-0.5, L - 0.5);
         plots_[i]->yAxis->setRange(-0.5, L - 0.5);
         plots_[i]->replot(QCustomPlot::rpQueuedReplot);
@@ -125,19 +133,25 @@ QString CompareView::csv() const {
     const auto a = result->maps->pooled(layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
     const auto b = other->maps->pooled(layer, head, 0, L, 0, L, cells, cells, core::Pooling::Mean);
     const int64_t n = a.size(0);
-    QString out = n == L ? QString("query,key,%1,%2,difference\n").arg(first, second)
-                         : QString("query_from,query_to,key_from,key_to,%1 (mean),%2 (mean),difference\n")
-                               .arg(first, second);
+    QString out =
+        n == L ? QString("query,key,%1,%2,difference\n").arg(first, second)
+               : QString("query_from,query_to,key_from,key_to,%1 (mean),%2 (mean),difference\n")
+                     .arg(first, second);
     for (int64_t q = 0; q < n; ++q) {
         for (int64_t k = 0; k < n; ++k) {
             const float x = a[q][k].item<float>(), y = b[q][k].item<float>();
             if (std::isnan(x)) continue;
             const QString where = n == L ? QString("%1,%2").arg(q).arg(k)
                                          : QString("%1,%2,%3,%4")
-                                               .arg(core::poolEdge(q, L, n)).arg(core::poolEdge(q + 1, L, n) - 1)
-                                               .arg(core::poolEdge(k, L, n)).arg(core::poolEdge(k + 1, L, n) - 1);
-            out += QString("%1,%2,%3,%4\n").arg(where).arg(double(x), 0, 'g', 8)
-                       .arg(double(y), 0, 'g', 8).arg(double(x - y), 0, 'g', 8);
+                                               .arg(core::poolEdge(q, L, n))
+                                               .arg(core::poolEdge(q + 1, L, n) - 1)
+                                               .arg(core::poolEdge(k, L, n))
+                                               .arg(core::poolEdge(k + 1, L, n) - 1);
+            out += QString("%1,%2,%3,%4\n")
+                       .arg(where)
+                       .arg(double(x), 0, 'g', 8)
+                       .arg(double(y), 0, 'g', 8)
+                       .arg(double(x - y), 0, 'g', 8);
         }
     }
     return out;

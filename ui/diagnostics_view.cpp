@@ -120,7 +120,9 @@ void DiagnosticsView::refresh() {
     for (int d = 0; d < pa.size(); ++d) distance << d + 1;  // shifted by one for the log axis
     setCurves(plots_[1], distance, pa, pb, nameA, nameB);
     plots_[1]->xAxis->setLabel("query–key distance + 1");
-    setHeading(headings_[1], QString("Distance profile, layer %1 · %2").arg(layer).arg(headLabel(state_->head())));
+    setHeading(
+        headings_[1],
+        QString("Distance profile, layer %1 · %2").arg(layer).arg(headLabel(state_->head())));
 
     QVector<double> layers, ea, eb;
     for (int l = 0; l < int(a->layers.size()); ++l) {
@@ -142,18 +144,28 @@ QString DiagnosticsView::csv() const {
     auto b = state_->comparison();
     if (!a || !b) return QString();
     const int layer = state_->layer();
-    QString out = QString("series,x,%1,%2\n").arg(QString::fromStdString(a->run.attention.label()),
-                                                   QString::fromStdString(b->run.attention.label()));
+    QString out = QString("series,x,%1,%2\n")
+                      .arg(QString::fromStdString(a->run.attention.label()),
+                           QString::fromStdString(b->run.attention.label()));
     const auto v = varianceByN(*a, *b, layer);
     for (int i = 0; i < v.x.size(); ++i) {
-        out += QString("output_variance_n_up_to,%1,%2,%3\n").arg(v.x[i]).arg(v.current[i], 0, 'g', 8).arg(v.other[i], 0, 'g', 8);
+        out += QString("output_variance_n_up_to,%1,%2,%3\n")
+                   .arg(v.x[i])
+                   .arg(v.current[i], 0, 'g', 8)
+                   .arg(v.other[i], 0, 'g', 8);
     }
     const auto pa = profileOf(*a, layer, state_->head()), pb = profileOf(*b, layer, state_->head());
     for (int d = 0; d < pa.size(); ++d) {
-        out += QString("distance_profile,%1,%2,%3\n").arg(d).arg(pa[d], 0, 'g', 8).arg(pb[d], 0, 'g', 8);
+        out += QString("distance_profile,%1,%2,%3\n")
+                   .arg(d)
+                   .arg(pa[d], 0, 'g', 8)
+                   .arg(pb[d], 0, 'g', 8);
     }
     for (int l = 0; l < int(a->layers.size()); ++l) {
-        out += QString("entropy_layer,%1,%2,%3\n").arg(l).arg(meanEntropy(*a, l), 0, 'g', 8).arg(meanEntropy(*b, l), 0, 'g', 8);
+        out += QString("entropy_layer,%1,%2,%3\n")
+                   .arg(l)
+                   .arg(meanEntropy(*a, l), 0, 'g', 8)
+                   .arg(meanEntropy(*b, l), 0, 'g', 8);
     }
     return out;
 }

@@ -39,12 +39,15 @@ EffectView::EffectView(AppState* state, QWidget* parent)
     connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* event) {
         auto result = state_->result();
         const int token = int(std::lround(plot_->xAxis->pixelToCoord(event->pos().x())));
-        if (result && token >= 0 && token < int(result->tokens.size())) state_->setQueryToken(token);
+        if (result && token >= 0 && token < int(result->tokens.size()))
+            state_->setQueryToken(token);
     });
     connect(state_, &AppState::resultChanged, this, &EffectView::refresh);
 }
 
-QString EffectView::heading() const { return headingText(heading_); }
+QString EffectView::heading() const {
+    return headingText(heading_);
+}
 
 void EffectView::refresh() {
     auto result = state_->result();
@@ -52,8 +55,9 @@ void EffectView::refresh() {
     if (!result->effect || result->effect->kl.empty()) {
         delta_->data()->clear();
         kl_->data()->clear();
-        setHeading(heading_, "no overrides: right-click a head (head grid, sparsity, or the layer and "
-                          "head boxes) to give it or its layer another activation, or to switch it off");
+        setHeading(heading_,
+                   "no overrides: right-click a head (head grid, sparsity, or the layer and "
+                   "head boxes) to give it or its layer another activation, or to switch it off");
         plot_->replot(QCustomPlot::rpQueuedReplot);
         return;
     }
@@ -70,18 +74,23 @@ void EffectView::refresh() {
     kl_->setData(x, kl, true);
     delta_->setWidth(0.8);
     plot_->xAxis->setRange(-0.6, double(e.kl.size()) - 0.4);
-    const double reach = std::max(0.05, *std::max_element(delta.begin(), delta.end(), [](double a, double b) {
-        return std::abs(a) < std::abs(b);
-    }) * 1.0);
+    const double reach =
+        std::max(0.05, *std::max_element(delta.begin(), delta.end(), [](double a, double b) {
+                     return std::abs(a) < std::abs(b);
+                 }) * 1.0);
     plot_->yAxis->setRange(-std::abs(reach) * 1.1, std::abs(reach) * 1.1);
     plot_->yAxis2->setRange(0, std::max(0.01, e.kl[most] * 1.1));
-    setHeading(heading_, QString("effect of the overrides (%1)\ntext loss %2 → %3 nats (%4); largest "
-                              "change predicting “%5” after token %6: KL %7, Δ log p %8")
-                          .arg(overridesText(result->run))
-                          .arg(e.unchangedLoss, 0, 'f', 3).arg(e.loss, 0, 'f', 3)
-                          .arg(e.loss - e.unchangedLoss, 0, 'f', 3)
-                          .arg(tokenLabel(*result, int(most) + 1)).arg(most)
-                          .arg(e.kl[most], 0, 'f', 3).arg(e.deltaLogProb[most], 0, 'f', 3));
+    setHeading(heading_,
+               QString("effect of the overrides (%1)\ntext loss %2 → %3 nats (%4); largest "
+                       "change predicting “%5” after token %6: KL %7, Δ log p %8")
+                   .arg(overridesText(result->run))
+                   .arg(e.unchangedLoss, 0, 'f', 3)
+                   .arg(e.loss, 0, 'f', 3)
+                   .arg(e.loss - e.unchangedLoss, 0, 'f', 3)
+                   .arg(tokenLabel(*result, int(most) + 1))
+                   .arg(most)
+                   .arg(e.kl[most], 0, 'f', 3)
+                   .arg(e.deltaLogProb[most], 0, 'f', 3));
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -90,11 +99,15 @@ QString EffectView::csv() const {
     if (!result || !result->effect) return QString();
     const auto& e = *result->effect;
     QString out = QString("# text loss without the overrides %1, with them %2\n")
-                      .arg(e.unchangedLoss, 0, 'g', 8).arg(e.loss, 0, 'g', 8);
+                      .arg(e.unchangedLoss, 0, 'g', 8)
+                      .arg(e.loss, 0, 'g', 8);
     out += "token,next_token,delta_log_prob,kl\n";
     for (size_t i = 0; i < e.kl.size(); ++i) {
-        out += QString("%1,%2,%3,%4\n").arg(i).arg(result->tokens[i + 1].id)
-                   .arg(e.deltaLogProb[i], 0, 'g', 8).arg(e.kl[i], 0, 'g', 8);
+        out += QString("%1,%2,%3,%4\n")
+                   .arg(i)
+                   .arg(result->tokens[i + 1].id)
+                   .arg(e.deltaLogProb[i], 0, 'g', 8)
+                   .arg(e.kl[i], 0, 'g', 8);
     }
     return out;
 }

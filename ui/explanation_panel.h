@@ -13,7 +13,8 @@ class ExplanationPanel : public QTextBrowser {
     Q_OBJECT
 public:
     explicit ExplanationPanel(AppState* state, QWidget* parent = nullptr);
-    static QString explain(const core::RunSpec& run, const core::RunSpec& trained, bool sameWeights);
+    static QString explain(const core::RunSpec& run, const core::RunSpec& trained,
+                           bool sameWeights);
 
 public Q_SLOTS:
     void refresh();

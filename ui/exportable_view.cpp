@@ -90,7 +90,8 @@ void ExportableView::setFontScale(double scale) {
         }
         for (int i = 0; i < plot->plotLayout()->elementCount(); ++i) {
             auto* element = plot->plotLayout()->elementAt(i);
-            if (auto* text = qobject_cast<QCPTextElement*>(element)) text->setFont(grow(text->font()));
+            if (auto* text = qobject_cast<QCPTextElement*>(element))
+                text->setFont(grow(text->font()));
             if (auto* scaleElement = qobject_cast<QCPColorScale*>(element)) {
                 scaleElement->axis()->setLabelFont(grow(scaleElement->axis()->labelFont()));
                 scaleElement->axis()->setTickLabelFont(grow(scaleElement->axis()->tickLabelFont()));
@@ -98,7 +99,8 @@ void ExportableView::setFontScale(double scale) {
         }
         plot->legend->setFont(grow(plot->legend->font()));
         for (int i = 0; i < plot->itemCount(); ++i) {
-            if (auto* text = qobject_cast<QCPItemText*>(plot->item(i))) text->setFont(grow(text->font()));
+            if (auto* text = qobject_cast<QCPItemText*>(plot->item(i)))
+                text->setFont(grow(text->font()));
         }
         plot->replot(QCustomPlot::rpQueuedReplot);
     }
@@ -154,7 +156,8 @@ bool ExportableView::exportTo(const QString& path, double scale, QString* error)
     } else if (suffix == "csv") {
         bytes = csv().toUtf8();
     } else {
-        *error = QString("%1: unknown format '%2' (use .png, .svg, .pdf or .csv)").arg(path, suffix);
+        *error =
+            QString("%1: unknown format '%2' (use .png, .svg, .pdf or .csv)").arg(path, suffix);
         return false;
     }
     buffer.close();

@@ -17,9 +17,9 @@ class ExportableView : public QWidget {
 public:
     ExportableView(AppState* state, QWidget* parent = nullptr);
 
-    virtual QString viewName() const = 0;     // "attention", "sparsity", ...
-    virtual QString title() const = 0;        // human title for docks and menus
-    virtual QString csv() const = 0;          // the data behind the figure
+    virtual QString viewName() const = 0;  // "attention", "sparsity", ...
+    virtual QString title() const = 0;     // human title for docks and menus
+    virtual QString csv() const = 0;       // the data behind the figure
     // Draws the figure (no controls) into rect of the painter.
     virtual void renderFigure(QCPPainter* painter, const QSize& size) = 0;
     virtual QSize figureSize() const;

@@ -33,8 +33,8 @@ QImage thumbnail(const torch::Tensor& pooled) {
     for (int q = 0; q < rows; ++q) {
         for (int k = 0; k < keys; ++k) {
             const float v = p[q * keys + k];
-            image.setPixel(k, q, std::isnan(v) ? qRgb(236, 236, 240)
-                                               : gradient.color(v, QCPRange(0, top)));
+            image.setPixel(
+                k, q, std::isnan(v) ? qRgb(236, 236, 240) : gradient.color(v, QCPRange(0, top)));
         }
     }
     return image;
@@ -62,7 +62,8 @@ QVector<QImage> HeadGridView::thumbnailsOf(const core::CaptureResult& result) {
     const int64_t L = int64_t(result.tokens.size());
     for (int l = 0; l < int(result.model.nLayers); ++l) {
         for (int h = 0; h < int(result.model.nHeads); ++h) {
-            auto map = result.maps->pooled(l, h, 0, L, 0, L, kThumbnail, kThumbnail, core::Pooling::Max);
+            auto map =
+                result.maps->pooled(l, h, 0, L, 0, L, kThumbnail, kThumbnail, core::Pooling::Max);
             images.push_back(map.defined() ? thumbnail(map) : QImage());
         }
     }
@@ -81,7 +82,8 @@ void HeadGridView::requestThumbnails() {
         });
 }
 
-void HeadGridView::setThumbnails(std::shared_ptr<const core::CaptureResult> result, QVector<QImage> images) {
+void HeadGridView::setThumbnails(std::shared_ptr<const core::CaptureResult> result,
+                                 QVector<QImage> images) {
     builtFrom_ = std::move(result);
     layers_ = int(builtFrom_->model.nLayers);
     heads_ = int(builtFrom_->model.nHeads);
@@ -126,24 +128,28 @@ void HeadGridView::paintGrid(QPainter* painter, const QSize& size) {
     for (int l = 0; l < layers_; ++l) {
         const QRect row = cellRect(size, l, 0);
         painter->setPen(Qt::black);
-        painter->drawText(QRect(0, row.top(), 55, row.height()), Qt::AlignCenter, QString("layer %1").arg(l));
+        painter->drawText(QRect(0, row.top(), 55, row.height()), Qt::AlignCenter,
+                          QString("layer %1").arg(l));
         for (int h = 0; h < heads_; ++h) {
             const QRect r = cellRect(size, l, h);
             const QImage& image = thumbnails_.value(l * heads_ + h);
             if (!image.isNull()) painter->drawImage(r, image);
-            const bool selected = l == state_->layer() && (state_->head() == h || state_->head() < 0);
+            const bool selected =
+                l == state_->layer() && (state_->head() == h || state_->head() < 0);
             painter->setPen(selected ? QPen(QColor(230, 40, 40), 3) : QPen(QColor(180, 180, 190)));
             painter->setBrush(Qt::NoBrush);
             painter->drawRect(r);
             if (l == 0) {
                 // many heads leave narrow cells: the number alone, and only every few heads
                 const bool wide = r.width() >= painter->fontMetrics().horizontalAdvance("head 00");
-                const int every = std::max(1, int(std::ceil(painter->fontMetrics().horizontalAdvance("00 ") /
-                                                            double(std::max(1, r.width())))));
+                const int every =
+                    std::max(1, int(std::ceil(painter->fontMetrics().horizontalAdvance("00 ") /
+                                              double(std::max(1, r.width())))));
                 if (h % every == 0) {
                     painter->setPen(Qt::black);
                     painter->drawText(QRect(r.left() - r.width(), r.top() - 16, 3 * r.width(), 14),
-                                      Qt::AlignCenter, wide ? QString("head %1").arg(h) : QString::number(h));
+                                      Qt::AlignCenter,
+                                      wide ? QString("head %1").arg(h) : QString::number(h));
                 }
             }
         }
@@ -172,8 +178,10 @@ bool HeadGridView::event(QEvent* event) {
     if (event->type() == QEvent::ToolTip) {
         auto* help = static_cast<QHelpEvent*>(event);
         const QString text = tooltipAt(help->pos());
-        if (text.isEmpty()) QToolTip::hideText();
-        else QToolTip::showText(help->globalPos(), text, this);
+        if (text.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(help->globalPos(), text, this);
         return true;
     }
     return ExportableView::event(event);
@@ -197,17 +205,21 @@ QString HeadGridView::csv() const {
     QString out = "layer,head,query_from,query_to,key_from,key_to,max_weight\n";
     for (int l = 0; l < layers_; ++l) {
         for (int h = 0; h < heads_; ++h) {
-            const auto map = result->maps->pooled(l, h, 0, L, 0, L, kThumbnail, kThumbnail,
-                                           core::Pooling::Max);
+            const auto map =
+                result->maps->pooled(l, h, 0, L, 0, L, kThumbnail, kThumbnail, core::Pooling::Max);
             if (!map.defined()) continue;
             const int64_t rows = map.size(0), keys = map.size(1);
             const float* p = map.data_ptr<float>();
             for (int64_t a = 0; a < rows; ++a) {
                 for (int64_t b = 0; b < keys; ++b) {
                     if (std::isnan(p[a * keys + b])) continue;
-                    out += QString("%1,%2,%3,%4,%5,%6,%7\n").arg(l).arg(h)
-                               .arg(core::poolEdge(a, L, rows)).arg(core::poolEdge(a + 1, L, rows) - 1)
-                               .arg(core::poolEdge(b, L, keys)).arg(core::poolEdge(b + 1, L, keys) - 1)
+                    out += QString("%1,%2,%3,%4,%5,%6,%7\n")
+                               .arg(l)
+                               .arg(h)
+                               .arg(core::poolEdge(a, L, rows))
+                               .arg(core::poolEdge(a + 1, L, rows) - 1)
+                               .arg(core::poolEdge(b, L, keys))
+                               .arg(core::poolEdge(b + 1, L, keys) - 1)
                                .arg(double(p[a * keys + b]), 0, 'g', 8);
                 }
             }

@@ -16,8 +16,8 @@ namespace {
 // beside another.
 constexpr int64_t kCachedParameters = 256'000'000;
 
-std::shared_ptr<core::LoadedModel> loadModel(const QString& folder, const core::LoadOptions& options,
-                                             QString* error) {
+std::shared_ptr<core::LoadedModel> loadModel(const QString& folder,
+                                             const core::LoadOptions& options, QString* error) {
     auto loaded = core::loadModelFolder(folder.toStdString(), options);
     if (!loaded) {
         *error = QString::fromStdString(loaded.error());
@@ -36,8 +36,8 @@ InferenceResponse runCapture(const InferenceRequest& request, core::LoadedModel&
     timer.start();
     // A capture that fails or is cancelled leaves the memory as it was.
     std::shared_ptr<const core::CaptureMemory> kept;
-    auto result = core::capture(*model.model, model.tokenizer, request.text, request.capture, cancel,
-                                memory ? memory->get() : nullptr, memory ? &kept : nullptr);
+    auto result = core::capture(*model.model, model.tokenizer, request.text, request.capture,
+                                cancel, memory ? memory->get() : nullptr, memory ? &kept : nullptr);
     if (result && kept) *memory = std::move(kept);
     response.milliseconds = double(timer.nsecsElapsed()) / 1e6;
     if (!result) {
@@ -204,7 +204,8 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
         if (response.error.isEmpty()) response.error = comparison.error;
     }
     response.lastPart = true;
-    response.vocabulary = std::make_shared<const core::SlotVocabulary>(*model->model, model->tokenizer);
+    response.vocabulary =
+        std::make_shared<const core::SlotVocabulary>(*model->model, model->tokenizer);
     return response;
 }
 
@@ -233,7 +234,8 @@ QString InferenceController::keyOf(const InferenceRequest& request) {
         .arg(request.folder, QString::fromStdString(attention),
              QString::fromStdString(core::ffnKindName(run.ffn)))
         .arg(request.capture.tauScale, 0, 'g', 17)
-        .arg(request.comparison ? QString::fromStdString(request.comparison->run.attention.label()) : QString())
+        .arg(request.comparison ? QString::fromStdString(request.comparison->run.attention.label())
+                                : QString())
         .arg(QString::fromStdString(request.text));
 }
 
@@ -261,10 +263,12 @@ constexpr size_t kRecentCount = 8;
 }  // namespace
 
 void InferenceController::remember(const QString& key, const InferenceResponse& response) {
-    auto it = std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });
+    auto it =
+        std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });
     if (it == recent_.end()) {
         if (!response.result) return;
-        recent_.push_back({key, response.result, nullptr, response.vocabulary, bytesOf(*response.result)});
+        recent_.push_back(
+            {key, response.result, nullptr, response.vocabulary, bytesOf(*response.result)});
         it = recent_.end() - 1;
     }
     if (response.comparison) {
@@ -294,7 +298,8 @@ void InferenceController::dispatch() {
     request.id = ++nextId_;
     latestId_ = request.id;
     const QString key = keyOf(request);
-    auto seen = std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });
+    auto seen =
+        std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });
     if (seen != recent_.end() && seen->comparison) {
         // Seen moments ago: no forward pass. A running request is cancelled, a pending one dropped.
         Recent hit = *seen;

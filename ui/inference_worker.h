@@ -118,7 +118,7 @@ private:
     void remember(const QString& key, const InferenceResponse& response);
 
     InferenceRequest currentRequest() const;  // what the state asks for now (no id yet)
-    static constexpr int kCoalesceMs = 15;     // input within this time starts one pass
+    static constexpr int kCoalesceMs = 15;    // input within this time starts one pass
     void dispatch();
     void start(InferenceRequest request);
     void onFinished(const InferenceResponse& response);
@@ -136,8 +136,8 @@ private:
     quint64 latestId_ = 0;
     int computeCount_ = 0;
     int reuseCount_ = 0;
-    std::vector<Recent> recent_;           // newest last
-    std::map<quint64, QString> keys_;      // request id -> its key, until answered
+    std::vector<Recent> recent_;       // newest last
+    std::map<quint64, QString> keys_;  // request id -> its key, until answered
 };
 
 }  // namespace relulens::ui

@@ -36,7 +36,8 @@ LensView::LensView(AppState* state, QWidget* parent)
     connect(heat_, &QCustomPlot::mousePress, this, [this](QMouseEvent* event) {
         auto result = state_->result();
         const int token = int(std::lround(heat_->xAxis->pixelToCoord(event->pos().x())));
-        if (result && token >= 0 && token < int(result->tokens.size())) state_->setQueryToken(token);
+        if (result && token >= 0 && token < int(result->tokens.size()))
+            state_->setQueryToken(token);
     });
     connect(state_, &AppState::resultChanged, this, &LensView::refresh);
     connect(state_, &AppState::queryChanged, this, &LensView::refreshTop);
@@ -46,7 +47,8 @@ int LensView::shownToken() const {
     auto result = state_->result();
     if (!result || result->tokens.empty()) return -1;
     const int query = state_->queryToken();
-    return query >= 0 && query < int(result->tokens.size()) ? query : int(result->tokens.size()) - 1;
+    return query >= 0 && query < int(result->tokens.size()) ? query
+                                                            : int(result->tokens.size()) - 1;
 }
 
 QColor LensView::drawnColour(int layer, int token) const {
@@ -65,8 +67,11 @@ void LensView::refresh() {
         QString why = "the logit lens needs at least two tokens";
         if (!result->lens) {
             why = int64_t(result->tokens.size()) > InferenceController::kLensMaxTokens
-                      ? QString("the logit lens is computed for texts of up to %1 tokens (this one has %2)")
-                            .arg(InferenceController::kLensMaxTokens).arg(result->tokens.size())
+                      ? QString(
+                            "the logit lens is computed for texts of up to %1 tokens (this one has "
+                            "%2)")
+                            .arg(InferenceController::kLensMaxTokens)
+                            .arg(result->tokens.size())
                       : QString("the logit lens is computed while this view is open");
         }
         setHeading(heading_, why);
@@ -82,9 +87,10 @@ void LensView::refresh() {
     auto integerTicks = QSharedPointer<QCPAxisTickerFixed>::create();
     integerTicks->setTickStep(1);
     heat_->yAxis->setTicker(integerTicks);
-    setHeading(heading_, QString("logit lens: p(actual next token) read from the stream after each layer\n"
-                              "(last row: the model's prediction) · %1")
-                          .arg(state_->provenance()));
+    setHeading(heading_,
+               QString("logit lens: p(actual next token) read from the stream after each layer\n"
+                       "(last row: the model's prediction) · %1")
+                   .arg(state_->provenance()));
     heat_->replot(QCustomPlot::rpQueuedReplot);
     refreshTop();
 }
@@ -106,10 +112,12 @@ void LensView::refreshTop() {
         return;
     }
     const bool hasNext = token + 1 < int(result->tokens.size());
-    topHeading_->setText(QString("after “%1” (token %2)%3: each layer's top next tokens")
-                             .arg(tokenLabel(*result, token)).arg(token)
-                             .arg(hasNext ? QString(", followed by “%1”").arg(tokenLabel(*result, token + 1))
-                                          : QString()));
+    topHeading_->setText(
+        QString("after “%1” (token %2)%3: each layer's top next tokens")
+            .arg(tokenLabel(*result, token))
+            .arg(token)
+            .arg(hasNext ? QString(", followed by “%1”").arg(tokenLabel(*result, token + 1))
+                         : QString()));
     const int layers = int(at->layers.size());
     for (int l = 0; l < layers; ++l) {
         QStringList parts;
@@ -136,7 +144,10 @@ QString LensView::csv() const {
     const auto& p = result->lens->nextTokenProbability;
     for (int64_t l = 0; l < p.size(0); ++l) {
         for (int64_t i = 0; i < p.size(1); ++i) {
-            out += QString("%1,%2,%3,%4\n").arg(l).arg(i).arg(result->tokens[size_t(i + 1)].id)
+            out += QString("%1,%2,%3,%4\n")
+                       .arg(l)
+                       .arg(i)
+                       .arg(result->tokens[size_t(i + 1)].id)
                        .arg(p[l][i].item<double>(), 0, 'g', 8);
         }
     }

@@ -12,8 +12,8 @@
 #include <QVBoxLayout>
 
 #include "ui/main_window.h"
-#include "ui/scene_state.h"
 #include "ui/resource_paths.h"
+#include "ui/scene_state.h"
 
 namespace relulens::ui {
 
@@ -21,11 +21,13 @@ LessonPanel::LessonPanel(MainWindow* window) : QWidget(window), window_(window) 
     auto* layout = new QVBoxLayout(this);
     title_ = new QLineEdit(this);
     title_->setPlaceholderText("Lesson title");
-    connect(title_, &QLineEdit::textEdited, this, [this](const QString& t) { lesson_.title = t.toStdString(); });
+    connect(title_, &QLineEdit::textEdited, this,
+            [this](const QString& t) { lesson_.title = t.toStdString(); });
     list_ = new QListWidget(this);
     list_->setWordWrap(true);
     list_->setDragDropMode(QAbstractItemView::NoDragDrop);
-    connect(list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) { goTo(list_->row(item)); });
+    connect(list_, &QListWidget::itemActivated, this,
+            [this](QListWidgetItem* item) { goTo(list_->row(item)); });
     caption_ = new QLabel(this);
     caption_->setWordWrap(true);
     caption_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -45,9 +47,11 @@ LessonPanel::LessonPanel(MainWindow* window) : QWidget(window), window_(window) 
     stepping->addWidget(previous_);
     stepping->addWidget(next_);
     auto* editing = new QHBoxLayout;
-    editing->addWidget(button("Add current", "Add what the window shows now as a step after the last",
+    editing->addWidget(button("Add current",
+                              "Add what the window shows now as a step after the last",
                               [this] { addCurrentScene(); }));
-    editing->addWidget(button("Caption…", "Edit the selected step's caption", [this] { editCaption(); }));
+    editing->addWidget(
+        button("Caption…", "Edit the selected step's caption", [this] { editCaption(); }));
     editing->addWidget(button("↑", "Move the selected step up", [this] {
         const int row = list_->currentRow();
         if (row > 0) moveStep(row, row - 1);
@@ -56,10 +60,13 @@ LessonPanel::LessonPanel(MainWindow* window) : QWidget(window), window_(window) 
         const int row = list_->currentRow();
         if (row >= 0 && row + 1 < int(lesson_.steps.size())) moveStep(row, row + 1);
     }));
-    editing->addWidget(button("Remove", "Remove the selected step", [this] { removeStep(list_->currentRow()); }));
+    editing->addWidget(
+        button("Remove", "Remove the selected step", [this] { removeStep(list_->currentRow()); }));
     auto* files = new QHBoxLayout;
-    files->addWidget(button("Open lesson…", "Open a lesson file (.relulens)", [this] { openFromDialog(); }));
-    files->addWidget(button("Save lesson…", "Save the lesson as one file", [this] { saveFromDialog(); }));
+    files->addWidget(
+        button("Open lesson…", "Open a lesson file (.relulens)", [this] { openFromDialog(); }));
+    files->addWidget(
+        button("Save lesson…", "Save the lesson as one file", [this] { saveFromDialog(); }));
 
     layout->addWidget(title_);
     layout->addLayout(files);
@@ -71,7 +78,9 @@ LessonPanel::LessonPanel(MainWindow* window) : QWidget(window), window_(window) 
     rebuildList();
 }
 
-QString LessonPanel::notes() const { return notes_.join("\n"); }
+QString LessonPanel::notes() const {
+    return notes_.join("\n");
+}
 
 QString LessonPanel::openLesson(const QString& path) {
     auto read = core::readLessonFile(path.toStdString());
@@ -94,7 +103,8 @@ QString LessonPanel::saveLesson(const QString& path) {
     const QString dir = QFileInfo(path).absolutePath();
     core::Lesson file = lesson_;
     for (auto& s : file.steps) s = sceneForFile(s, dir);
-    if (auto s = core::writeLessonFile(path.toStdString(), file); !s) return QString::fromStdString(s.error());
+    if (auto s = core::writeLessonFile(path.toStdString(), file); !s)
+        return QString::fromStdString(s.error());
     dir_ = dir;
     return QString();
 }
@@ -112,7 +122,8 @@ void LessonPanel::goTo(int index) {
 
 void LessonPanel::step(int delta) {
     if (lesson_.steps.empty()) return;
-    const int target = current_ < 0 ? (delta > 0 ? 0 : int(lesson_.steps.size()) - 1) : current_ + delta;
+    const int target =
+        current_ < 0 ? (delta > 0 ? 0 : int(lesson_.steps.size()) - 1) : current_ + delta;
     goTo(std::clamp(target, 0, int(lesson_.steps.size()) - 1));
 }
 
@@ -162,35 +173,40 @@ void LessonPanel::rebuildList() {
         const auto& s = lesson_.steps[i];
         QString caption = QString::fromStdString(s.caption);
         if (caption.isEmpty()) caption = "(no caption)";
-        auto* item = new QListWidgetItem(QString("%1%2. %3 · %4 — %5")
-                                             .arg(int(i) == current_ ? "▶ " : "")
-                                             .arg(i + 1)
-                                             .arg(QFileInfo(QString::fromStdString(s.model)).fileName(),
-                                                  QString::fromStdString(s.view), caption),
-                                         list_);
+        auto* item =
+            new QListWidgetItem(QString("%1%2. %3 · %4 — %5")
+                                    .arg(int(i) == current_ ? "▶ " : "")
+                                    .arg(i + 1)
+                                    .arg(QFileInfo(QString::fromStdString(s.model)).fileName(),
+                                         QString::fromStdString(s.view), caption),
+                                list_);
         item->setToolTip(QString::fromStdString(s.caption));
     }
     if (row >= 0 && row < list_->count()) list_->setCurrentRow(row);
     const int n = int(lesson_.steps.size());
     caption_->setText(current_ >= 0 && current_ < n
                           ? QString("<b>Step %1 of %2.</b> %3")
-                                .arg(current_ + 1).arg(n)
-                                .arg(QString::fromStdString(lesson_.steps[size_t(current_)].caption).toHtmlEscaped())
+                                .arg(current_ + 1)
+                                .arg(n)
+                                .arg(QString::fromStdString(lesson_.steps[size_t(current_)].caption)
+                                         .toHtmlEscaped())
                           : QString("%1 steps. Page Down starts the lesson.").arg(n));
     previous_->setEnabled(n > 0 && current_ > 0);
     next_->setEnabled(n > 0 && current_ + 1 < n);
 }
 
 void LessonPanel::openFromDialog() {
-    const QString path = QFileDialog::getOpenFileName(this, "Open lesson", ResourcePaths::resourcesDir() + "/lessons",
-                                                      "ReluLens lesson (*.relulens);;All files (*)");
+    const QString path = QFileDialog::getOpenFileName(
+        this, "Open lesson", ResourcePaths::resourcesDir() + "/lessons",
+        "ReluLens lesson (*.relulens);;All files (*)");
     if (path.isEmpty()) return;
     const QString error = openLesson(path);
     if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);
 }
 
 void LessonPanel::saveFromDialog() {
-    const QString path = QFileDialog::getSaveFileName(this, "Save lesson", dir_, "ReluLens lesson (*.relulens)");
+    const QString path =
+        QFileDialog::getSaveFileName(this, "Save lesson", dir_, "ReluLens lesson (*.relulens)");
     if (path.isEmpty()) return;
     const QString error = saveLesson(path.endsWith(".relulens") ? path : path + ".relulens");
     if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);

@@ -10,9 +10,8 @@
 
 #include <QApplication>
 #include <QClipboard>
-#include <QComboBox>
-#include <QVBoxLayout>
 #include <QCloseEvent>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -31,12 +30,13 @@
 #include <QStatusBar>
 #include <QTextCursor>
 #include <QToolBar>
+#include <QVBoxLayout>
 
 #include "ui/activation_controls.h"
 #include "ui/app_state.h"
+#include "ui/attention_map_view.h"
 #include "ui/explanation_panel.h"
 #include "ui/exportable_view.h"
-#include "ui/attention_map_view.h"
 #include "ui/inference_worker.h"
 #include "ui/lesson_panel.h"
 #include "ui/model_catalog.h"
@@ -58,7 +58,8 @@ MainWindow::MainWindow(AppState* state, InferenceController* inference, QWidget*
     auto* toolbar = addToolBar("Activation");
     toolbar->setObjectName("activationToolbar");
     toolbar->addWidget(controls_);
-    connect(controls_, &ActivationControls::openModelFolderRequested, this, &MainWindow::openModelFolder);
+    connect(controls_, &ActivationControls::openModelFolderRequested, this,
+            &MainWindow::openModelFolder);
 
     buildDocks();
     buildStatusBar();
@@ -82,11 +83,13 @@ QWidget* MainWindow::buildTextPanel() {
     colouring->addItems({"colour tokens by: sparsity of the selected head",
                          "colour tokens by: entropy of the selected head",
                          "colour tokens by: activation of the selected memory slot",
-                         "colour tokens by: effect of the overrides (KL on the next token)", "no colour"});
+                         "colour tokens by: effect of the overrides (KL on the next token)",
+                         "no colour"});
     connect(colouring, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {
-        const TokenStrip::Colouring modes[] = {TokenStrip::Colouring::Sparsity, TokenStrip::Colouring::Entropy,
-                                               TokenStrip::Colouring::Slot, TokenStrip::Colouring::Effect,
-                                               TokenStrip::Colouring::None};
+        const TokenStrip::Colouring modes[] = {
+            TokenStrip::Colouring::Sparsity, TokenStrip::Colouring::Entropy,
+            TokenStrip::Colouring::Slot, TokenStrip::Colouring::Effect,
+            TokenStrip::Colouring::None};
         strip_->setColouring(modes[index]);
     });
     stripLayout->addWidget(colouring, 0, Qt::AlignLeft);
@@ -103,7 +106,8 @@ QWidget* MainWindow::buildTextPanel() {
         auto result = state_->result();
         const QTextCursor cursor = editor_->textCursor();
         if (!result || !cursor.hasSelection()) return;
-        state_->setQueryToken(tokenAtTextPosition(*result, editor_->toPlainText(), cursor.selectionStart()));
+        state_->setQueryToken(
+            tokenAtTextPosition(*result, editor_->toPlainText(), cursor.selectionStart()));
     });
     return splitter;
 }
@@ -142,7 +146,8 @@ void MainWindow::buildDocks() {
     captionOverlay_->setWordWrap(true);
     captionOverlay_->setAlignment(Qt::AlignCenter);
     captionOverlay_->setAttribute(Qt::WA_TransparentForMouseEvents);
-    captionOverlay_->setStyleSheet("background: rgba(20, 20, 30, 215); color: white; padding: 14px; border-radius: 8px;");
+    captionOverlay_->setStyleSheet(
+        "background: rgba(20, 20, 30, 215); color: white; padding: 14px; border-radius: 8px;");
     captionOverlay_->hide();
     connect(lesson_, &LessonPanel::captionChanged, this, &MainWindow::setCaption);
     tabifyDockWidget(docks["attention"], docks["heads"]);
@@ -162,7 +167,6 @@ void MainWindow::buildDocks() {
     resize(1500, 1000);
     if (attentionDock) resizeDocks({attentionDock}, {850}, Qt::Horizontal);
     if (!bottom.isEmpty()) resizeDocks({bottom.first()}, {380}, Qt::Vertical);
-
 }
 
 void MainWindow::buildStatusBar() {
@@ -180,33 +184,38 @@ void MainWindow::buildStatusBar() {
     statusBar()->addWidget(cancelLoad_);
     statusBar()->addPermanentWidget(timing_);
     connect(cancelLoad_, &QPushButton::clicked, inference_, &InferenceController::cancel);
-    connect(inference_, &InferenceController::loadProgress, this, [this](const QString& folder, double fraction) {
-        loading_->setFormat(QString("loading %1: %p %").arg(QFileInfo(folder).fileName()));
-        loading_->setValue(int(fraction * 100));
-        loading_->setVisible(fraction < 1.0);
-        cancelLoad_->setVisible(fraction < 1.0);
-    });
+    connect(inference_, &InferenceController::loadProgress, this,
+            [this](const QString& folder, double fraction) {
+                loading_->setFormat(QString("loading %1: %p %").arg(QFileInfo(folder).fileName()));
+                loading_->setValue(int(fraction * 100));
+                loading_->setVisible(fraction < 1.0);
+                cancelLoad_->setVisible(fraction < 1.0);
+            });
     connect(inference_, &InferenceController::modelFailed, this, &MainWindow::modelFailed);
     connect(inference_, &InferenceController::busyChanged, this,
             [this](bool busy) { busy_->setText(busy ? "⏳ computing…" : QString()); });
-    connect(inference_, &InferenceController::computed, this, [this](double ms, const QString& device) {
-        auto result = state_->result();
-        const int tokens = result ? int(result->tokens.size()) : 0;
-        QString text = ms > 0 ? QString("%1 tokens · %2 ms on %3").arg(tokens).arg(ms, 0, 'f', 1).arg(device)
-                              : QString("%1 tokens · a recent result, shown again").arg(tokens);
-        if (result && result->reusedLayers > 0 && ms > 0) {
-            // A change higher in the model: the layers below it came from the result before.
-            text += result->reusedLayers == 1 ? QString(" · layer 0 reused")
-                                              : QString(" · layers 0–%1 reused").arg(result->reusedLayers - 1);
-        }
-        if (result && result->effect && !result->effect->kl.empty()) {
-            // The text's own loss (mean NLL of its next tokens) without and with the overrides.
-            text += QString(" · text loss %1 → %2 nats with the overrides")
-                        .arg(result->effect->unchangedLoss, 0, 'f', 3)
-                        .arg(result->effect->loss, 0, 'f', 3);
-        }
-        timing_->setText(text);
-    });
+    connect(
+        inference_, &InferenceController::computed, this, [this](double ms, const QString& device) {
+            auto result = state_->result();
+            const int tokens = result ? int(result->tokens.size()) : 0;
+            QString text =
+                ms > 0
+                    ? QString("%1 tokens · %2 ms on %3").arg(tokens).arg(ms, 0, 'f', 1).arg(device)
+                    : QString("%1 tokens · a recent result, shown again").arg(tokens);
+            if (result && result->reusedLayers > 0 && ms > 0) {
+                // A change higher in the model: the layers below it came from the result before.
+                text += result->reusedLayers == 1
+                            ? QString(" · layer 0 reused")
+                            : QString(" · layers 0–%1 reused").arg(result->reusedLayers - 1);
+            }
+            if (result && result->effect && !result->effect->kl.empty()) {
+                // The text's own loss (mean NLL of its next tokens) without and with the overrides.
+                text += QString(" · text loss %1 → %2 nats with the overrides")
+                            .arg(result->effect->unchangedLoss, 0, 'f', 3)
+                            .arg(result->effect->loss, 0, 'f', 3);
+            }
+            timing_->setText(text);
+        });
     connect(&MapJobs::instance(), &MapJobs::failed, this, [this](const QString& message) {
         statusBar()->showMessage("⚠ a map could not be built: " + message, 15000);
     });
@@ -233,32 +242,36 @@ void MainWindow::setPresentationMode(bool on) {
 void MainWindow::buildMenus() {
     auto* file = menuBar()->addMenu("&File");
     file->addAction("Open text…", QKeySequence::Open, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, "Open text", QString(), "Text (*.txt);;All files (*)");
+        const QString path = QFileDialog::getOpenFileName(this, "Open text", QString(),
+                                                          "Text (*.txt);;All files (*)");
         if (!path.isEmpty()) openTextFile(path);
     });
     file->addAction("Open model folder…", this, &MainWindow::openModelFolder);
     file->addSeparator();
     file->addAction("Open scene…", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, "Open scene", QString(),
-                                                          "ReluLens scene (*.relulens);;All files (*)");
+        const QString path = QFileDialog::getOpenFileName(
+            this, "Open scene", QString(), "ReluLens scene (*.relulens);;All files (*)");
         if (path.isEmpty()) return;
         QStringList notes;
         const QString error = openSceneFile(path, &notes);
         if (!error.isEmpty()) {
             QMessageBox::warning(this, "ReluLens", error);
         } else if (!notes.isEmpty()) {
-            QMessageBox::information(this, "ReluLens", "The scene is open, except:\n• " + notes.join("\n• "));
+            QMessageBox::information(this, "ReluLens",
+                                     "The scene is open, except:\n• " + notes.join("\n• "));
         }
     });
     file->addAction("Save scene…", QKeySequence::Save, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, "Save scene", QString(), "ReluLens scene (*.relulens)");
+        const QString path = QFileDialog::getSaveFileName(this, "Save scene", QString(),
+                                                          "ReluLens scene (*.relulens)");
         if (path.isEmpty()) return;
         const QString error = saveSceneFile(path.endsWith(".relulens") ? path : path + ".relulens");
         if (!error.isEmpty()) QMessageBox::warning(this, "ReluLens", error);
     });
     file->addAction("Open lesson…", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, "Open lesson", ResourcePaths::resourcesDir() + "/lessons",
-                                                          "ReluLens lesson (*.relulens);;All files (*)");
+        const QString path = QFileDialog::getOpenFileName(
+            this, "Open lesson", ResourcePaths::resourcesDir() + "/lessons",
+            "ReluLens lesson (*.relulens);;All files (*)");
         if (path.isEmpty()) return;
         const QString error = lesson_->openLesson(path);
         if (!error.isEmpty()) {
@@ -268,8 +281,10 @@ void MainWindow::buildMenus() {
         findChild<QDockWidget*>("lessonDock")->show();
     });
     file->addSeparator();
-    file->addAction("Export current view…", QKeySequence("Ctrl+E"), this, &MainWindow::exportCurrentView);
-    file->addAction("Export all views…", QKeySequence("Ctrl+Shift+E"), this, &MainWindow::exportAllViews);
+    file->addAction("Export current view…", QKeySequence("Ctrl+E"), this,
+                    &MainWindow::exportCurrentView);
+    file->addAction("Export all views…", QKeySequence("Ctrl+Shift+E"), this,
+                    &MainWindow::exportAllViews);
     file->addAction("Copy image of current view", QKeySequence("Ctrl+Shift+C"), this, [this] {
         if (auto* view = currentView()) QApplication::clipboard()->setImage(view->renderImage(2.0));
     });
@@ -277,15 +292,21 @@ void MainWindow::buildMenus() {
     file->addAction("Quit", QKeySequence::Quit, this, &QWidget::close);
 
     auto* navigate = menuBar()->addMenu("&Navigate");
-    navigate->addAction("Next layer", QKeySequence("Ctrl+Down"), this, [this] { state_->stepLayer(1); });
-    navigate->addAction("Previous layer", QKeySequence("Ctrl+Up"), this, [this] { state_->stepLayer(-1); });
-    navigate->addAction("Next head", QKeySequence("Ctrl+Right"), this, [this] { state_->stepHead(1); });
-    navigate->addAction("Previous head", QKeySequence("Ctrl+Left"), this, [this] { state_->stepHead(-1); });
+    navigate->addAction("Next layer", QKeySequence("Ctrl+Down"), this,
+                        [this] { state_->stepLayer(1); });
+    navigate->addAction("Previous layer", QKeySequence("Ctrl+Up"), this,
+                        [this] { state_->stepLayer(-1); });
+    navigate->addAction("Next head", QKeySequence("Ctrl+Right"), this,
+                        [this] { state_->stepHead(1); });
+    navigate->addAction("Previous head", QKeySequence("Ctrl+Left"), this,
+                        [this] { state_->stepHead(-1); });
     navigate->addAction("Toggle softmax / ReLU ÷ n", QKeySequence("Ctrl+T"), this,
                         [this] { state_->toggleSoftmaxRelu(); });
     navigate->addSeparator();
-    navigate->addAction("Next lesson step", QKeySequence(Qt::Key_PageDown), this, [this] { lesson_->step(1); });
-    navigate->addAction("Previous lesson step", QKeySequence(Qt::Key_PageUp), this, [this] { lesson_->step(-1); });
+    navigate->addAction("Next lesson step", QKeySequence(Qt::Key_PageDown), this,
+                        [this] { lesson_->step(1); });
+    navigate->addAction("Previous lesson step", QKeySequence(Qt::Key_PageUp), this,
+                        [this] { lesson_->step(-1); });
     auto* viewMenu = menuBar()->addMenu("&View");
     auto* presentation = viewMenu->addAction("Presentation mode (large fonts)");
     presentation->setCheckable(true);
@@ -295,9 +316,8 @@ void MainWindow::buildMenus() {
     for (auto* dock : findChildren<QDockWidget*>()) viewMenu->addAction(dock->toggleViewAction());
 
     auto* help = menuBar()->addMenu("&Help");
-    help->addAction("About ReluLens", this, [this] {
-        QMessageBox::about(this, "About ReluLens", aboutText());
-    });
+    help->addAction("About ReluLens", this,
+                    [this] { QMessageBox::about(this, "About ReluLens", aboutText()); });
 }
 
 QString MainWindow::aboutText() const {
@@ -305,18 +325,20 @@ QString MainWindow::aboutText() const {
     const QString reason = QString::fromStdString(core::cudaUnavailableReason());
     QString device = result ? QString::fromStdString(result->device) : QString("cpu");
     if (!reason.isEmpty()) device += " — CUDA is not used: " + reason;
-    QString text = QString("<h3>ReluLens %1</h3><p>See inside a transformer and switch its attention "
-                           "from softmax to ReLU and the activations that came after.</p>"
-                           "<p>LibTorch %2 · Qt %3<br>Device in use: %4</p>"
-                           "<p>ReluLens is free software under the <b>%5</b> licence (GNU General "
-                           "Public License, version 3 or later); it comes with no warranty.</p>"
-                           "<p>Components:</p><ul>")
+    QString text = QString(
+                       "<h3>ReluLens %1</h3><p>See inside a transformer and switch its attention "
+                       "from softmax to ReLU and the activations that came after.</p>"
+                       "<p>LibTorch %2 · Qt %3<br>Device in use: %4</p>"
+                       "<p>ReluLens is free software under the <b>%5</b> licence (GNU General "
+                       "Public License, version 3 or later); it comes with no warranty.</p>"
+                       "<p>Components:</p><ul>")
                        .arg(RELULENS_VERSION, TORCH_VERSION, qVersion(), device.toHtmlEscaped(),
                             core::kLicence);
     for (const auto& c : core::components()) {
-        text += QString("<li>%1 — %2 (%3)</li>").arg(QString::fromStdString(c.name).toHtmlEscaped(),
-                                                     QString::fromStdString(c.licence),
-                                                     QString::fromStdString(c.role).toHtmlEscaped());
+        text += QString("<li>%1 — %2 (%3)</li>")
+                    .arg(QString::fromStdString(c.name).toHtmlEscaped(),
+                         QString::fromStdString(c.licence),
+                         QString::fromStdString(c.role).toHtmlEscaped());
     }
     return text + "</ul>";
 }
@@ -368,7 +390,8 @@ void MainWindow::switchModelFolder(const QString& folder, bool showErrors) {
         [this, folder, showErrors](Checked c) {
             statusBar()->clearMessage();
             if (c.error.isEmpty()) {
-                if (!ModelCatalog::byFolder(state_->catalog(), folder) && ModelCatalog::byFolder(c.catalog, folder)) {
+                if (!ModelCatalog::byFolder(state_->catalog(), folder) &&
+                    ModelCatalog::byFolder(c.catalog, folder)) {
                     state_->setCatalog(c.catalog);
                     controls_->reloadModels();
                 }
@@ -416,8 +439,8 @@ void MainWindow::exportCurrentView() {
     double scale = 2.0;
     if (QFileInfo(path).suffix().toLower() == "png") {
         bool ok = false;
-        scale = QInputDialog::getDouble(this, "PNG scale", "Scale factor (2 = print, 1 = screen):",
-                                        2.0, 0.5, 8.0, 1, &ok);
+        scale = QInputDialog::getDouble(
+            this, "PNG scale", "Scale factor (2 = print, 1 = screen):", 2.0, 0.5, 8.0, 1, &ok);
         if (!ok) return;
     }
     QString error;
@@ -430,15 +453,17 @@ void MainWindow::exportCurrentView() {
 }
 
 void MainWindow::exportAllViews() {
-    const QString dir = QFileDialog::getExistingDirectory(this, "Export every view to",
-                                                          Settings::string(Settings::Key::LastExportDir));
+    const QString dir = QFileDialog::getExistingDirectory(
+        this, "Export every view to", Settings::string(Settings::Key::LastExportDir));
     if (dir.isEmpty()) return;
     QStringList existing;
     for (auto* view : views_) {
-        if (QFileInfo::exists(dir + "/relulens-" + view->viewName() + ".png")) existing << view->viewName();
+        if (QFileInfo::exists(dir + "/relulens-" + view->viewName() + ".png"))
+            existing << view->viewName();
     }
     if (!existing.isEmpty() &&
-        QMessageBox::question(this, "ReluLens", "Replace the existing files for " + existing.join(", ") + "?") !=
+        QMessageBox::question(this, "ReluLens",
+                              "Replace the existing files for " + existing.join(", ") + "?") !=
             QMessageBox::Yes) {
         return;
     }
@@ -455,7 +480,9 @@ void MainWindow::exportAllViews() {
     statusBar()->showMessage("every view written to " + dir, 5000);
 }
 
-void MainWindow::saveSettings() const { Settings::saveSession(*state_, *this); }
+void MainWindow::saveSettings() const {
+    Settings::saveSession(*state_, *this);
+}
 
 core::Scene MainWindow::currentScene() const {
     core::Scene scene = sceneFromState(*state_);
@@ -470,7 +497,8 @@ QStringList MainWindow::applyScene(const core::Scene& scene) {
     // result allows, and again once the scene's own result arrives.
     disconnect(pendingScene_);
     bool changed = false;
-    const auto watch = connect(state_, &AppState::inputChanged, this, [&changed] { changed = true; });
+    const auto watch =
+        connect(state_, &AppState::inputChanged, this, [&changed] { changed = true; });
     QStringList notes = applySceneInputs(scene, *state_);
     disconnect(watch);
     if (editor_->toPlainText() != state_->text()) {
@@ -484,7 +512,9 @@ QStringList MainWindow::applyScene(const core::Scene& scene) {
         if (map) applySceneMap(scene, *map);
     };
     finish();
-    if (changed) pendingScene_ = connect(state_, &AppState::resultChanged, this, finish, Qt::SingleShotConnection);
+    if (changed)
+        pendingScene_ =
+            connect(state_, &AppState::resultChanged, this, finish, Qt::SingleShotConnection);
     const QString name = QString::fromStdString(scene.view);
     raiseView(viewNames().contains(name) ? name : QString("attention"));
     setCaption(QString::fromStdString(scene.caption));
@@ -501,7 +531,8 @@ void MainWindow::raiseView(const QString& name) {
 
 QString MainWindow::saveSceneFile(const QString& path) const {
     const core::Scene scene = sceneForFile(currentScene(), QFileInfo(path).absolutePath());
-    if (auto s = core::writeSceneFile(path.toStdString(), scene); !s) return QString::fromStdString(s.error());
+    if (auto s = core::writeSceneFile(path.toStdString(), scene); !s)
+        return QString::fromStdString(s.error());
     return QString();
 }
 
@@ -516,7 +547,9 @@ QString MainWindow::openSceneFile(const QString& path, QStringList* notes) {
     return QString();
 }
 
-QString MainWindow::shownCaption() const { return captionOverlay_->isVisible() ? captionOverlay_->text() : QString(); }
+QString MainWindow::shownCaption() const {
+    return captionOverlay_->isVisible() ? captionOverlay_->text() : QString();
+}
 
 void MainWindow::setCaption(const QString& caption) {
     caption_ = caption;

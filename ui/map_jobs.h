@@ -39,7 +39,8 @@ public:
     // done(result) on owner's thread unless a newer post came meanwhile. work must not touch
     // widgets: it gets what it needs by value (shared results are immutable).
     template <class R>
-    void post(MapChannel& channel, QObject* owner, std::function<R()> work, std::function<void(R)> done) {
+    void post(MapChannel& channel, QObject* owner, std::function<R()> work,
+              std::function<void(R)> done) {
         const quint64 id = ++*channel.latest_;
         auto latest = channel.latest_;
         ++channel.pendingCount_;
@@ -48,33 +49,35 @@ public:
         // The answer goes through this object (on the GUI thread, as every owner is): an owner
         // destroyed meanwhile is noticed there, never touched from the map thread.
         QPointer<QObject> guard(owner);
-        QMetaObject::invokeMethod(worker_, [this, id, latest, guard, counter, work = std::move(work),
-                                            done = std::move(done)]() mutable {
-            configureThread();
-            auto result = std::make_shared<R>();
-            const bool current = latest->load() == id;
-            // An exception (out of memory on a huge map, a LibTorch error) becomes a message for
-            // the window; it never unwinds through the event loop.
-            QString error;
-            if (current) {
-                try {
-                    *result = work();
-                } catch (const std::exception& e) {
-                    error = QString::fromUtf8(e.what()).section('\n', 0, 0);
-                }
-            }
-            QMetaObject::invokeMethod(this, [this, id, latest, guard, counter, current, result, done, error] {
-                if (guard) {  // the channel lives in its owner
-                    --*counter;
-                    if (!error.isEmpty()) {
-                        Q_EMIT failed(error);
-                    } else if (current && latest->load() == id) {
-                        done(std::move(*result));
+        QMetaObject::invokeMethod(
+            worker_, [this, id, latest, guard, counter, work = std::move(work),
+                      done = std::move(done)]() mutable {
+                configureThread();
+                auto result = std::make_shared<R>();
+                const bool current = latest->load() == id;
+                // An exception (out of memory on a huge map, a LibTorch error) becomes a message
+                // for the window; it never unwinds through the event loop.
+                QString error;
+                if (current) {
+                    try {
+                        *result = work();
+                    } catch (const std::exception& e) {
+                        error = QString::fromUtf8(e.what()).section('\n', 0, 0);
                     }
                 }
-                if (--pending_ == 0) Q_EMIT idle();
+                QMetaObject::invokeMethod(
+                    this, [this, id, latest, guard, counter, current, result, done, error] {
+                        if (guard) {  // the channel lives in its owner
+                            --*counter;
+                            if (!error.isEmpty()) {
+                                Q_EMIT failed(error);
+                            } else if (current && latest->load() == id) {
+                                done(std::move(*result));
+                            }
+                        }
+                        if (--pending_ == 0) Q_EMIT idle();
+                    });
             });
-        });
     }
 
     // Requests posted and not yet answered, over every channel (for tests and the benchmark).

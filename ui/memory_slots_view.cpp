@@ -83,7 +83,8 @@ void MemorySlotsView::refresh() {
     torch::Tensor key;
     if (orderRule_ == Order::Total) key = activations.sum(0);
     // Selectivity: the share of a slot's total activation on its single strongest token.
-    if (orderRule_ == Order::Selective) key = activations.clamp_min(0).amax(0) / (activations.clamp_min(0).sum(0) + 1e-9);
+    if (orderRule_ == Order::Selective)
+        key = activations.clamp_min(0).amax(0) / (activations.clamp_min(0).sum(0) + 1e-9);
     order_.resize(N);
     if (key.defined()) {
         auto sorted = std::get<1>(key.sort(0, /*descending=*/true)).contiguous();
@@ -103,16 +104,20 @@ void MemorySlotsView::refresh() {
                     .view({rows, block, N})
                     .amax(1);
     }
-    fillRegionHeatmap(map_.map, shown.index_select(1, index), 0, int64_t(shown.size(0)) * block, 0, N);
+    fillRegionHeatmap(map_.map, shown.index_select(1, index), 0, int64_t(shown.size(0)) * block, 0,
+                      N);
     map_.map->rescaleDataRange(true);
     heat_->xAxis->setRange(-0.5, N - 0.5);
     heat_->yAxis->setRange(-0.5, L - 0.5);
-    setHeading(map_.heading, QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5%6")
-                              .arg(state_->layer()).arg(L).arg(N)
-                              .arg(QString::fromStdString(core::ffnKindName(result->run.ffn)))
-                              .arg(result->trainedWithRun ? "" : " (swapped)")
-                              .arg(block > 1 ? QString("; each row the max over %1 tokens").arg(block)
-                                                : QString()));
+    setHeading(
+        map_.heading,
+        QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5%6")
+            .arg(state_->layer())
+            .arg(L)
+            .arg(N)
+            .arg(QString::fromStdString(core::ffnKindName(result->run.ffn)))
+            .arg(result->trainedWithRun ? "" : " (swapped)")
+            .arg(block > 1 ? QString("; each row the max over %1 tokens").arg(block) : QString()));
     map_.scale->axis()->setLabel("m_ti");
     heat_->replot(QCustomPlot::rpQueuedReplot);
     refreshSelection();
@@ -139,7 +144,8 @@ void MemorySlotsView::refreshSelection() {
     bars_->yAxis->setTicker(ticker);
     bars_->yAxis->setRange(-0.6, values.size(0) - 0.4);
     bars_->xAxis->setRange(0, std::max(1e-6, heights.isEmpty() ? 1.0 : heights.front() * 1.1));
-    barsHeading_->setText(QString("Top slots of ‘%1’ (token %2)").arg(tokenLabel(*result, token)).arg(token));
+    barsHeading_->setText(
+        QString("Top slots of ‘%1’ (token %2)").arg(tokenLabel(*result, token)).arg(token));
     topSlotOfToken_ = ids.numel() > 0 ? int(ids.data_ptr<int64_t>()[0]) : -1;
     details_->setText(slotDescription());
     bars_->replot(QCustomPlot::rpQueuedReplot);
@@ -155,7 +161,8 @@ QString MemorySlotsView::slotDescription() const {
     auto [values, tokens] = column.topk(std::min<int64_t>(8, column.size(0)));
     QString text = QString("<b>Slot %1, layer %2</b><br>fires on:").arg(slot).arg(state_->layer());
     for (int i = 0; i < int(values.size(0)); ++i) {
-        text += QString(" ‘%1’ %2").arg(tokenLabel(*result, int(tokens[i].item<int64_t>())).toHtmlEscaped())
+        text += QString(" ‘%1’ %2")
+                    .arg(tokenLabel(*result, int(tokens[i].item<int64_t>())).toHtmlEscaped())
                     .arg(values[i].item<double>(), 0, 'f', 3);
     }
     if (auto vocabulary = state_->slotVocabulary()) {
@@ -177,8 +184,11 @@ QString MemorySlotsView::csv() const {
     QString out = "token,token_text,slot,activation\n";
     for (int t = 0; t < L; ++t) {
         for (int i = 0; i < N; ++i) {
-            out += QString("%1,\"%2\",%3,%4\n").arg(t).arg(tokenLabel(*result, t).replace("\"", "\"\""))
-                       .arg(i).arg(s.data_ptr<float>()[t * N + i], 0, 'g', 8);
+            out += QString("%1,\"%2\",%3,%4\n")
+                       .arg(t)
+                       .arg(tokenLabel(*result, t).replace("\"", "\"\""))
+                       .arg(i)
+                       .arg(s.data_ptr<float>()[t * N + i], 0, 'g', 8);
         }
     }
     return out;

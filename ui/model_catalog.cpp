@@ -29,10 +29,13 @@ QVector<ModelEntry> ModelCatalog::scan(const QStringList& dirs) {
 
 QString ModelEntry::label() const {
     if (trainingContext <= 0) return name;
-    return QString("%1 — trained at %2 tokens").arg(name, QLocale(QLocale::English).toString(qlonglong(trainingContext)));
+    return QString("%1 — trained at %2 tokens")
+        .arg(name, QLocale(QLocale::English).toString(qlonglong(trainingContext)));
 }
 
-QVector<ModelEntry> ModelCatalog::scanDefault() { return scan(ResourcePaths::modelDirs()); }
+QVector<ModelEntry> ModelCatalog::scanDefault() {
+    return scan(ResourcePaths::modelDirs());
+}
 
 const ModelEntry* ModelCatalog::trainedWith(const QVector<ModelEntry>& models,
                                             const core::RunSpec& run, int64_t trainingContext) {

@@ -9,16 +9,26 @@ namespace relulens::ui {
 
 QString attentionLabel(core::AttentionKind kind) {
     switch (kind) {
-        case core::AttentionKind::Relu: return "ReLU";
-        case core::AttentionKind::ReluLen: return "ReLU ÷ n";
-        case core::AttentionKind::ReluFormer: return "ReLUFormer";
-        case core::AttentionKind::Family: return "family h(s) ÷ nᵃ";
-        case core::AttentionKind::Sigmoid: return "sigmoid σ(s + b)";
-        case core::AttentionKind::Softmax1: return "softmax₁ (off by one)";
-        case core::AttentionKind::Entmax15: return "1.5-entmax";
-        case core::AttentionKind::Ssmax: return "scalable softmax";
-        case core::AttentionKind::StickBreaking: return "stick-breaking";
-        default: return QString::fromStdString(core::attentionKindName(kind));
+        case core::AttentionKind::Relu:
+            return "ReLU";
+        case core::AttentionKind::ReluLen:
+            return "ReLU ÷ n";
+        case core::AttentionKind::ReluFormer:
+            return "ReLUFormer";
+        case core::AttentionKind::Family:
+            return "family h(s) ÷ nᵃ";
+        case core::AttentionKind::Sigmoid:
+            return "sigmoid σ(s + b)";
+        case core::AttentionKind::Softmax1:
+            return "softmax₁ (off by one)";
+        case core::AttentionKind::Entmax15:
+            return "1.5-entmax";
+        case core::AttentionKind::Ssmax:
+            return "scalable softmax";
+        case core::AttentionKind::StickBreaking:
+            return "stick-breaking";
+        default:
+            return QString::fromStdString(core::attentionKindName(kind));
     }
 }
 
@@ -41,24 +51,27 @@ QMenu* overrideMenu(AppState* state, int layer, int head, QWidget* parent) {
         }
     };
     if (head >= 0) {
-        addVariants(menu->addMenu(QString("Head %1 of layer %2 runs").arg(head).arg(layer)), head, "head:");
+        addVariants(menu->addMenu(QString("Head %1 of layer %2 runs").arg(head).arg(layer)), head,
+                    "head:");
     }
     addVariants(menu->addMenu(QString("Every head of layer %1 runs").arg(layer)), -1, "layer:");
     if (head >= 0) {
         menu->addSeparator();
         for (auto [ablation, name, text] :
-             {std::tuple{core::Ablation::Zero, "zero", QString("Switch head %1 of layer %2 off (output 0)")},
+             {std::tuple{core::Ablation::Zero, "zero",
+                         QString("Switch head %1 of layer %2 off (output 0)")},
               std::tuple{core::Ablation::Uniform, "uniform",
                          QString("Make head %1 of layer %2 uniform (1/n to every key it sees)")}}) {
             auto* action = menu->addAction(text.arg(head).arg(layer));
             action->setObjectName(name);
-            QObject::connect(action, &QAction::triggered, state, [set, layer, head, ablation = ablation] {
-                core::AttentionOverride o;
-                o.layer = layer;
-                o.head = head;
-                o.ablation = ablation;
-                set(o);
-            });
+            QObject::connect(action, &QAction::triggered, state,
+                             [set, layer, head, ablation = ablation] {
+                                 core::AttentionOverride o;
+                                 o.layer = layer;
+                                 o.head = head;
+                                 o.ablation = ablation;
+                                 set(o);
+                             });
         }
     }
     menu->addSeparator();
@@ -77,9 +90,15 @@ QString overridesText(const core::RunSpec& run) {
         if (o.head >= 0) where += QString(" head %1").arg(o.head);
         QString what;
         switch (o.ablation) {
-            case core::Ablation::Zero: what = "off"; break;
-            case core::Ablation::Uniform: what = "uniform"; break;
-            case core::Ablation::None: what = attentionLabel(o.spec.kind); break;
+            case core::Ablation::Zero:
+                what = "off";
+                break;
+            case core::Ablation::Uniform:
+                what = "uniform";
+                break;
+            case core::Ablation::None:
+                what = attentionLabel(o.spec.kind);
+                break;
         }
         parts << where + ": " + what;
     }

@@ -9,7 +9,8 @@ namespace relulens::ui {
 Heatmap addHeatmap(QCustomPlot* plot, int titlePointSize) {
     Heatmap h;
     plot->plotLayout()->insertRow(0);
-    h.heading = new QCPTextElement(plot, "", QFont(plot->font().family(), titlePointSize, QFont::Bold));
+    h.heading =
+        new QCPTextElement(plot, "", QFont(plot->font().family(), titlePointSize, QFont::Bold));
     plot->plotLayout()->addElement(0, 0, h.heading);
     h.map = new QCPColorMap(plot->xAxis, plot->yAxis);
     h.map->setInterpolate(false);
@@ -33,8 +34,9 @@ void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask)
     const float* p = v.data_ptr<float>();
     for (int r = 0; r < rows; ++r) {
         for (int c = 0; c < cols; ++c) {
-            data->setCell(c, r, causalMask && c > r ? std::numeric_limits<double>::quiet_NaN()
-                                                    : double(p[r * cols + c]));
+            data->setCell(c, r,
+                          causalMask && c > r ? std::numeric_limits<double>::quiet_NaN()
+                                              : double(p[r * cols + c]));
         }
     }
 }
@@ -67,7 +69,8 @@ void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*
         const int w = orientation == Qt::Horizontal ? size.width() / n : size.width();
         const int h = orientation == Qt::Horizontal ? size.height() : size.height() / n;
         plots[i]->toPainter(painter, w, h);
-        painter->translate(orientation == Qt::Horizontal ? w : 0, orientation == Qt::Horizontal ? 0 : h);
+        painter->translate(orientation == Qt::Horizontal ? w : 0,
+                           orientation == Qt::Horizontal ? 0 : h);
     }
     painter->restore();
 }

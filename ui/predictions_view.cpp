@@ -62,7 +62,8 @@ void PredictionsView::refresh() {
             unchangedKeys << first + i;
             unchangedValues << before[size_t(i)].probability;
             maxP = std::max(maxP, before[size_t(i)].probability);
-            ticker->addTick(first + i, QString("%1  %2").arg(QString::fromStdString(before[size_t(i)].readable))
+            ticker->addTick(first + i, QString("%1  %2")
+                                           .arg(QString::fromStdString(before[size_t(i)].readable))
                                            .arg(before[size_t(i)].probability, 0, 'f', 3));
         }
         rows = first + int(before.size());
@@ -71,9 +72,12 @@ void PredictionsView::refresh() {
     plot_->yAxis->setTicker(ticker);
     plot_->yAxis->setRange(-0.6, rows - 0.4);
     plot_->xAxis->setRange(0, std::max(0.05, maxP * 1.1));
-    setHeading(heading_, QString("Next token after ‘%1’ (position %2)\n%3%4")
-                          .arg(tokenLabel(*result, p)).arg(p).arg(state_->provenance())
-                          .arg(changed ? "\nblue: with the overrides; grey, below: without them" : ""));
+    setHeading(heading_,
+               QString("Next token after ‘%1’ (position %2)\n%3%4")
+                   .arg(tokenLabel(*result, p))
+                   .arg(p)
+                   .arg(state_->provenance())
+                   .arg(changed ? "\nblue: with the overrides; grey, below: without them" : ""));
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -85,8 +89,12 @@ QString PredictionsView::csv() const {
     const auto& top = result->predictions[size_t(p)];
     for (size_t i = 0; i < top.size(); ++i) {
         QString piece = QString::fromStdString(top[i].piece);
-        out += QString("%1,%2,%3,\"%4\",%5\n").arg(p).arg(i + 1).arg(top[i].id)
-                   .arg(piece.replace("\"", "\"\"")).arg(top[i].probability, 0, 'g', 8);
+        out += QString("%1,%2,%3,\"%4\",%5\n")
+                   .arg(p)
+                   .arg(i + 1)
+                   .arg(top[i].id)
+                   .arg(piece.replace("\"", "\"\""))
+                   .arg(top[i].probability, 0, 'g', 8);
     }
     return out;
 }

@@ -6,7 +6,9 @@
 
 namespace relulens::ui {
 
-QString ResourcePaths::resourcesDir() { return QString::fromStdString(core::resourcesDir()); }
+QString ResourcePaths::resourcesDir() {
+    return QString::fromStdString(core::resourcesDir());
+}
 
 QStringList ResourcePaths::modelDirs() {
     QStringList dirs{resourcesDir() + "/models"};
@@ -14,6 +16,8 @@ QStringList ResourcePaths::modelDirs() {
     return dirs;
 }
 
-QString ResourcePaths::sampleTextPath() { return resourcesDir() + "/sample.txt"; }
+QString ResourcePaths::sampleTextPath() {
+    return resourcesDir() + "/sample.txt";
+}
 
 }  // namespace relulens::ui

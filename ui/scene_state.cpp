@@ -12,7 +12,9 @@ namespace relulens::ui {
 
 namespace {
 
-bool isPath(const QString& model) { return model.contains('/') || model.startsWith('.'); }
+bool isPath(const QString& model) {
+    return model.contains('/') || model.startsWith('.');
+}
 
 const ModelEntry* bundledNamed(const QVector<ModelEntry>& catalog, const QString& name) {
     for (const auto& m : catalog) {
@@ -42,8 +44,9 @@ core::Scene sceneFromFile(core::Scene scene, const QString& fileDir) {
 core::Scene sceneFromState(const AppState& state) {
     core::Scene s;
     const auto* entry = ModelCatalog::byFolder(state.catalog(), state.modelFolder());
-    s.model = entry && entry->bundled ? entry->name.toStdString()
-                                      : QFileInfo(state.modelFolder()).absoluteFilePath().toStdString();
+    s.model = entry && entry->bundled
+                  ? entry->name.toStdString()
+                  : QFileInfo(state.modelFolder()).absoluteFilePath().toStdString();
     s.text = state.text().toStdString();
     s.run = state.run();
     s.trainedVariant = state.mode() == VariantMode::TrainedVariant;
@@ -69,14 +72,13 @@ QString sceneModelFolder(const core::Scene& scene, const AppState& state, QStrin
     }
     if (!isPath(model)) {
         if (const auto* entry = bundledNamed(state.catalog(), model)) return entry->folder;
-        *problem = QString("the model '%1' is not among the bundled models (%2)")
-                       .arg(model, [&] {
-                           QStringList names;
-                           for (const auto& m : state.catalog()) {
-                               if (m.bundled) names << m.name;
-                           }
-                           return names.join(", ");
-                       }());
+        *problem = QString("the model '%1' is not among the bundled models (%2)").arg(model, [&] {
+            QStringList names;
+            for (const auto& m : state.catalog()) {
+                if (m.bundled) names << m.name;
+            }
+            return names.join(", ");
+        }());
         return QString();
     }
     if (!QFileInfo(model + "/config.json").exists()) {
@@ -106,8 +108,12 @@ QStringList applySceneInputs(const core::Scene& scene, AppState& state) {
         auto& overrides = run.overrides;
         for (auto it = overrides.begin(); it != overrides.end();) {
             if (it->layer >= info.nLayers || it->head >= info.nHeads) {
-                notes << QString("the override %1 names a layer or head this model lacks (%2 layers × %3 heads); left out")
-                             .arg(QString::fromStdString(it->label())).arg(info.nLayers).arg(info.nHeads);
+                notes << QString(
+                             "the override %1 names a layer or head this model lacks (%2 layers × "
+                             "%3 heads); left out")
+                             .arg(QString::fromStdString(it->label()))
+                             .arg(info.nLayers)
+                             .arg(info.nHeads);
                 it = overrides.erase(it);
             } else {
                 ++it;

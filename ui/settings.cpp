@@ -40,12 +40,14 @@ const Entry kTable[] = {
     {Settings::Key::LastExportDir, "export/dir", QString()},
     {Settings::Key::Overrides, "run/overrides", QString("[]")},
 };
-static_assert(std::size(kTable) == size_t(Settings::Key::Count), "every settings key needs its entry");
+static_assert(std::size(kTable) == size_t(Settings::Key::Count),
+              "every settings key needs its entry");
 
 const Entry& entry(Settings::Key key) {
     const auto index = size_t(key);
     if (index >= std::size(kTable) || kTable[index].key != key) {
-        qFatal("Settings: key %d has no entry in the table (or the table is out of order)", int(key));
+        qFatal("Settings: key %d has no entry in the table (or the table is out of order)",
+               int(key));
     }
     return kTable[index];
 }
@@ -57,14 +59,17 @@ QVariant Settings::value(Key key) {
     return QSettings().value(e.name, e.fallback);
 }
 
-void Settings::setValue(Key key, const QVariant& value) { QSettings().setValue(entry(key).name, value); }
+void Settings::setValue(Key key, const QVariant& value) {
+    QSettings().setValue(entry(key).name, value);
+}
 
 void Settings::saveSession(const AppState& state, const QMainWindow& window) {
     setValue(Key::Text, state.text());
     setValue(Key::ModelFolder, state.modelFolder());
     const auto& run = state.run();
     setValue(Key::Attention, QString::fromStdString(run.attention.name()));
-    setValue(Key::FamilyH, QString::fromStdString(core::familyFunctionName(run.attention.familyFunction)));
+    setValue(Key::FamilyH,
+             QString::fromStdString(core::familyFunctionName(run.attention.familyFunction)));
     setValue(Key::Exponent, run.attention.lengthExponent);
     setValue(Key::SigmoidBias, run.attention.sigmoidBias ? QVariant(*run.attention.sigmoidBias)
                                                          : QVariant(QString("-log n")));
@@ -80,8 +85,10 @@ void Settings::saveSession(const AppState& state, const QMainWindow& window) {
 
 void Settings::restoreVariants(AppState& state) {
     core::RunSpec run;
-    if (auto k = core::parseAttentionKind(string(Key::Attention).toStdString())) run.attention.kind = *k;
-    if (auto h = core::parseFamilyFunction(string(Key::FamilyH).toStdString())) run.attention.familyFunction = *h;
+    if (auto k = core::parseAttentionKind(string(Key::Attention).toStdString()))
+        run.attention.kind = *k;
+    if (auto h = core::parseFamilyFunction(string(Key::FamilyH).toStdString()))
+        run.attention.familyFunction = *h;
     run.attention.lengthExponent = std::clamp(number(Key::Exponent), 0.0, 2.0);
     bool isNumber = false;
     const double bias = value(Key::SigmoidBias).toDouble(&isNumber);
@@ -90,17 +97,19 @@ void Settings::restoreVariants(AppState& state) {
     if (std::isfinite(sigma) && sigma > 0) run.attention.ssmaxSigma = std::clamp(sigma, 0.01, 4.0);
     if (auto f = core::parseFfnKind(string(Key::Ffn).toStdString())) run.ffn = *f;
     // The overrides are read as a scene's are: an unreadable one is left out.
-    const auto overrides = nlohmann::json::parse(string(Key::Overrides).toStdString(), nullptr, false);
+    const auto overrides =
+        nlohmann::json::parse(string(Key::Overrides).toStdString(), nullptr, false);
     if (!overrides.is_discarded()) {
-        auto read = core::sceneFromJson({{"relulens_scene", core::kSceneFormatVersion},
-                                         {"run", {{"overrides", overrides}}}});
+        auto read = core::sceneFromJson(
+            {{"relulens_scene", core::kSceneFormatVersion}, {"run", {{"overrides", overrides}}}});
         if (read) run.overrides = read->value.run.overrides;
     }
     const auto& info = state.modelInfo();
     auto& list = run.overrides;
     list.erase(std::remove_if(list.begin(), list.end(),
                               [&](const core::AttentionOverride& o) {
-                                  return info.nLayers > 0 && (o.layer >= info.nLayers || o.head >= info.nHeads);
+                                  return info.nLayers > 0 &&
+                                         (o.layer >= info.nLayers || o.head >= info.nHeads);
                               }),
                list.end());
     state.setRun(run);

@@ -15,8 +15,24 @@ class AppState;
 
 class Settings {
 public:
-    enum class Key { Text, ModelFolder, Attention, FamilyH, Exponent, SigmoidBias, SsmaxSigma, Ffn,
-                     Mode, Layer, Head, WindowGeometry, WindowState, LastExportDir, Overrides, Count };
+    enum class Key {
+        Text,
+        ModelFolder,
+        Attention,
+        FamilyH,
+        Exponent,
+        SigmoidBias,
+        SsmaxSigma,
+        Ffn,
+        Mode,
+        Layer,
+        Head,
+        WindowGeometry,
+        WindowState,
+        LastExportDir,
+        Overrides,
+        Count
+    };
     static QVariant value(Key key);
     static void setValue(Key key, const QVariant& value);
     static QString string(Key key) { return value(key).toString(); }

@@ -58,7 +58,9 @@ SinksView::SinksView(AppState* state, QWidget* parent)
 double SinksView::cellValue(int layer, int head) const {
     auto result = state_->result();
     if (!result) return 0;
-    return result->layers[size_t(layer)].attentionDiagnostics.heads[size_t(head)].sink.firstTokenShare;
+    return result->layers[size_t(layer)]
+        .attentionDiagnostics.heads[size_t(head)]
+        .sink.firstTokenShare;
 }
 
 bool SinksView::cellMarkedSink(int layer, int head) const {
@@ -73,7 +75,8 @@ double SinksView::profileValue(int layer) const {
 
 void SinksView::refresh() {
     auto result = state_->result();
-    if (!result || result->layers.empty() || result->layers[0].attentionDiagnostics.heads.empty()) return;
+    if (!result || result->layers.empty() || result->layers[0].attentionDiagnostics.heads.empty())
+        return;
     const int layers = int(result->model.nLayers), heads = int(result->model.nHeads);
     auto* data = gridMap_->data();
     data->setSize(heads, layers);
@@ -97,7 +100,8 @@ void SinksView::refresh() {
             if (!numbers) continue;
             auto* label = new QCPItemText(grid_);
             label->position->setCoords(h, l);
-            label->setText(QString::number(s.firstTokenShare, 'f', 2) + (s.sinkHead ? "\nsink" : ""));
+            label->setText(QString::number(s.firstTokenShare, 'f', 2) +
+                           (s.sinkHead ? "\nsink" : ""));
             label->setColor(Qt::white);
             label->setBrush(QColor(0, 0, 0, 90));
             label->setFont(QFont(font().family(), 9));
@@ -106,7 +110,8 @@ void SinksView::refresh() {
     auto* selected = new QCPItemRect(grid_);
     const int head = std::max(0, state_->head());
     selected->topLeft->setCoords(state_->head() < 0 ? -0.5 : head - 0.5, state_->layer() - 0.5);
-    selected->bottomRight->setCoords(state_->head() < 0 ? heads - 0.5 : head + 0.5, state_->layer() + 0.5);
+    selected->bottomRight->setCoords(state_->head() < 0 ? heads - 0.5 : head + 0.5,
+                                     state_->layer() + 0.5);
     selected->setPen(QPen(QColor(230, 40, 40), 2));
     grid_->xAxis->setRange(-0.5, heads - 0.5);
     grid_->yAxis->setRange(-0.5, layers - 0.5);
@@ -117,7 +122,10 @@ void SinksView::refresh() {
     gridHeading_->setText(
         QString("first token's share of each row; outlined: sink heads (mean weight on the first "
                 "token > %1): %2 of %3\n%4")
-            .arg(result->sinkThreshold).arg(sinkHeads).arg(layers * heads).arg(state_->provenance()));
+            .arg(result->sinkThreshold)
+            .arg(sinkHeads)
+            .arg(layers * heads)
+            .arg(state_->provenance()));
 
     QVector<double> x, ratio, kurtosis;
     profile_->clearItems();
@@ -133,7 +141,8 @@ void SinksView::refresh() {
             label->position->setType(QCPItemPosition::ptPlotCoords);
             label->position->setCoords(l, std::max(r.largestOverMedian(), 1.0));
             label->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
-            label->setText(QString("“%1” d%2").arg(tokenLabel(*result, int(r.largest[0].token)))
+            label->setText(QString("“%1” d%2")
+                               .arg(tokenLabel(*result, int(r.largest[0].token)))
                                .arg(r.largest[0].dimension));
             label->setFont(QFont(font().family(), 8));
         }
@@ -146,8 +155,9 @@ void SinksView::refresh() {
     profile_->yAxis->setRange(1, std::max(10.0, profile_->yAxis->range().upper * 2.5));
     profile_->yAxis2->rescale();
     profile_->yAxis2->setRange(0, std::max(4.0, profile_->yAxis2->range().upper * 1.15));
-    profileHeading_->setText("massive activations: the residual stream's largest |h| against its "
-                             "median, per layer (labels: the token and dimension of the largest)");
+    profileHeading_->setText(
+        "massive activations: the residual stream's largest |h| against its "
+        "median, per layer (labels: the token and dimension of the largest)");
     grid_->replot(QCustomPlot::rpQueuedReplot);
     profile_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -155,25 +165,36 @@ void SinksView::refresh() {
 QString SinksView::csv() const {
     auto result = state_->result();
     if (!result) return QString();
-    QString out = "layer,head,first_token_share,zero_mass_rows,sink_score,sink_head,first_key_norm,"
-                  "other_key_norm,first_value_norm,other_value_norm,residual_largest_abs,"
-                  "residual_largest_token,residual_largest_dimension,residual_median_abs,"
-                  "residual_largest_over_median,residual_kurtosis\n";
+    QString out =
+        "layer,head,first_token_share,zero_mass_rows,sink_score,sink_head,first_key_norm,"
+        "other_key_norm,first_value_norm,other_value_norm,residual_largest_abs,"
+        "residual_largest_token,residual_largest_dimension,residual_median_abs,"
+        "residual_largest_over_median,residual_kurtosis\n";
     for (size_t l = 0; l < result->layers.size(); ++l) {
         const auto& layer = result->layers[l];
         const auto& r = layer.residual;
         const QString residual = r.largest.empty()
-            ? QString(",,,,,")
-            : QString("%1,%2,%3,%4,%5,%6").arg(std::abs(r.largest[0].value), 0, 'g', 8)
-                  .arg(r.largest[0].token).arg(r.largest[0].dimension).arg(r.medianAbs, 0, 'g', 8)
-                  .arg(r.largestOverMedian(), 0, 'g', 8).arg(r.kurtosis, 0, 'g', 8);
+                                     ? QString(",,,,,")
+                                     : QString("%1,%2,%3,%4,%5,%6")
+                                           .arg(std::abs(r.largest[0].value), 0, 'g', 8)
+                                           .arg(r.largest[0].token)
+                                           .arg(r.largest[0].dimension)
+                                           .arg(r.medianAbs, 0, 'g', 8)
+                                           .arg(r.largestOverMedian(), 0, 'g', 8)
+                                           .arg(r.kurtosis, 0, 'g', 8);
         for (size_t h = 0; h < layer.attentionDiagnostics.heads.size(); ++h) {
             const auto& s = layer.attentionDiagnostics.heads[h].sink;
-            out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,").arg(l).arg(h)
-                       .arg(s.firstTokenShare, 0, 'g', 8).arg(s.zeroMassRows)
-                       .arg(s.sinkScore, 0, 'g', 8).arg(s.sinkHead ? 1 : 0)
-                       .arg(s.firstKeyNorm, 0, 'g', 8).arg(s.otherKeyNorm, 0, 'g', 8)
-                       .arg(s.firstValueNorm, 0, 'g', 8).arg(s.otherValueNorm, 0, 'g', 8) +
+            out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,")
+                       .arg(l)
+                       .arg(h)
+                       .arg(s.firstTokenShare, 0, 'g', 8)
+                       .arg(s.zeroMassRows)
+                       .arg(s.sinkScore, 0, 'g', 8)
+                       .arg(s.sinkHead ? 1 : 0)
+                       .arg(s.firstKeyNorm, 0, 'g', 8)
+                       .arg(s.otherKeyNorm, 0, 'g', 8)
+                       .arg(s.firstValueNorm, 0, 'g', 8)
+                       .arg(s.otherValueNorm, 0, 'g', 8) +
                    residual + "\n";
         }
     }

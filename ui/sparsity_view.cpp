@@ -7,10 +7,10 @@
 #include <QVBoxLayout>
 
 #include "qcustomplot.h"
-#include "ui/plot_helpers.h"
 #include "ui/app_state.h"
 #include "ui/capture_access.h"
 #include "ui/override_menu.h"
+#include "ui/plot_helpers.h"
 #include "ui/token_text.h"
 
 namespace relulens::ui {
@@ -51,8 +51,8 @@ SparsityView::SparsityView(AppState* state, QWidget* parent)
     connect(grid_, &QCustomPlot::mousePress, this, [this](QMouseEvent* event) {
         const int head = int(std::lround(grid_->xAxis->pixelToCoord(event->pos().x())));
         const int layer = int(std::lround(grid_->yAxis->pixelToCoord(event->pos().y())));
-        if (state_->result() && layer >= 0 && head >= 0 && layer < state_->result()->model.nLayers &&
-            head < state_->result()->model.nHeads) {
+        if (state_->result() && layer >= 0 && head >= 0 &&
+            layer < state_->result()->model.nLayers && head < state_->result()->model.nHeads) {
             state_->setLayer(layer);
             state_->setHead(head);
             if (event->button() == Qt::RightButton) {
@@ -75,21 +75,29 @@ double SparsityView::cellValue(int layer, int head) const {
     if (!result) return 0;
     const auto& d = result->layers[size_t(layer)].attentionDiagnostics.heads[size_t(head)];
     switch (metric_) {
-        case Metric::Sparsity: return d.sparsity;
-        case Metric::Entropy: return d.entropy;
-        case Metric::RowMass: return d.rowMass;
-        case Metric::TopRatio: return d.topShare;
+        case Metric::Sparsity:
+            return d.sparsity;
+        case Metric::Entropy:
+            return d.entropy;
+        case Metric::RowMass:
+            return d.rowMass;
+        case Metric::TopRatio:
+            return d.topShare;
     }
     return 0;
 }
 
 void SparsityView::refresh() {
     auto result = state_->result();
-    if (!result || result->layers.empty() || result->layers[0].attentionDiagnostics.heads.empty()) return;
+    if (!result || result->layers.empty() || result->layers[0].attentionDiagnostics.heads.empty())
+        return;
     const int layers = int(result->model.nLayers), heads = int(result->model.nHeads);
-    const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers, result->model.nHeads, result->tauScale);
-    const QString ruleText = "share of visible weights " + QString::fromStdString(core::sparsityRuleText(rule, "n_i"));
-    const QString metricText = metric_ == Metric::Sparsity ? ruleText : QString(kMetricNames[int(metric_)]);
+    const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers,
+                                                  result->model.nHeads, result->tauScale);
+    const QString ruleText =
+        "share of visible weights " + QString::fromStdString(core::sparsityRuleText(rule, "n_i"));
+    const QString metricText =
+        metric_ == Metric::Sparsity ? ruleText : QString(kMetricNames[int(metric_)]);
 
     auto* data = gridMap_->data();
     data->setSize(heads, layers);
@@ -112,11 +120,13 @@ void SparsityView::refresh() {
         }
     }
     gridMap_->rescaleDataRange(true);
-    if (metric_ == Metric::Sparsity || metric_ == Metric::TopRatio) gridMap_->setDataRange(QCPRange(0, 1));
+    if (metric_ == Metric::Sparsity || metric_ == Metric::TopRatio)
+        gridMap_->setDataRange(QCPRange(0, 1));
     auto* selected = new QCPItemRect(grid_);
     const int head = std::max(0, state_->head());
     selected->topLeft->setCoords(state_->head() < 0 ? -0.5 : head - 0.5, state_->layer() - 0.5);
-    selected->bottomRight->setCoords(state_->head() < 0 ? heads - 0.5 : head + 0.5, state_->layer() + 0.5);
+    selected->bottomRight->setCoords(state_->head() < 0 ? heads - 0.5 : head + 0.5,
+                                     state_->layer() + 0.5);
     selected->setPen(QPen(QColor(230, 40, 40), 2));
     grid_->xAxis->setRange(-0.5, heads - 0.5);
     grid_->yAxis->setRange(-0.5, layers - 0.5);
@@ -124,7 +134,8 @@ void SparsityView::refresh() {
     integerTicks->setTickStep(1);
     grid_->xAxis->setTicker(integerTicks);
     grid_->yAxis->setTicker(integerTicks);
-    gridHeading_->setText(QString("%1 per layer and head\n%2").arg(metricText, state_->provenance()));
+    gridHeading_->setText(
+        QString("%1 per layer and head\n%2").arg(metricText, state_->provenance()));
 
     // Tokens × layers for the selected head: per-token sparsity (or entropy).
     const bool entropy = metric_ == Metric::Entropy;
@@ -134,7 +145,8 @@ void SparsityView::refresh() {
     tokenData->setRange(QCPRange(0, L - 1), QCPRange(0, layers - 1));
     for (int l = 0; l < layers; ++l) {
         auto rows = (entropy ? rowEntropy(*result, l, state_->head())
-                             : rowSparsity(*result, l, state_->head())).contiguous();
+                             : rowSparsity(*result, l, state_->head()))
+                        .contiguous();
         for (int i = 0; i < L; ++i) tokenData->setCell(i, l, rows.data_ptr<float>()[i]);
     }
     tokenMap_->rescaleDataRange(true);
@@ -151,16 +163,25 @@ void SparsityView::refresh() {
 QString SparsityView::csv() const {
     auto result = state_->result();
     if (!result) return QString();
-    QString out = "layer,head,sparsity,sparsity_rule,entropy,row_mass,row_mass_std,top1_share,top1pct_share\n";
-    const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers, result->model.nHeads, result->tauScale);
+    QString out =
+        "layer,head,sparsity,sparsity_rule,entropy,row_mass,row_mass_std,top1_share,top1pct_"
+        "share\n";
+    const auto rule = core::attentionSparsityRule(result->run, result->model.nLayers,
+                                                  result->model.nHeads, result->tauScale);
     const QString ruleText = QString::fromStdString(core::sparsityRuleText(rule, "n_i", true));
     for (size_t l = 0; l < result->layers.size(); ++l) {
         const auto& heads = result->layers[l].attentionDiagnostics.heads;
         for (size_t h = 0; h < heads.size(); ++h) {
             const auto& d = heads[h];
-            out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9\n").arg(l).arg(h).arg(d.sparsity, 0, 'g', 8)
-                       .arg(ruleText).arg(d.entropy, 0, 'g', 8).arg(d.rowMass, 0, 'g', 8)
-                       .arg(d.rowMassStd, 0, 'g', 8).arg(d.topShare, 0, 'g', 8)
+            out += QString("%1,%2,%3,%4,%5,%6,%7,%8,%9\n")
+                       .arg(l)
+                       .arg(h)
+                       .arg(d.sparsity, 0, 'g', 8)
+                       .arg(ruleText)
+                       .arg(d.entropy, 0, 'g', 8)
+                       .arg(d.rowMass, 0, 'g', 8)
+                       .arg(d.rowMassStd, 0, 'g', 8)
+                       .arg(d.topShare, 0, 'g', 8)
                        .arg(d.topOnePercentShare, 0, 'g', 8);
         }
     }

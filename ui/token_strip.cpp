@@ -18,7 +18,8 @@ TokenStrip::TokenStrip(AppState* state, QWidget* parent) : QWidget(parent), stat
         updateGeometry();
         update();
     });
-    for (auto signal : {&AppState::layerHeadChanged, &AppState::queryChanged, &AppState::slotChanged}) {
+    for (auto signal :
+         {&AppState::layerHeadChanged, &AppState::queryChanged, &AppState::slotChanged}) {
         connect(state_, signal, this, qOverload<>(&QWidget::update));
     }
 }
@@ -28,9 +29,13 @@ void TokenStrip::setColouring(Colouring colouring) {
     update();
 }
 
-QSize TokenStrip::sizeHint() const { return {400, std::min(contentHeight_, 220)}; }
+QSize TokenStrip::sizeHint() const {
+    return {400, std::min(contentHeight_, 220)};
+}
 
-int TokenStrip::heightForWidth(int) const { return contentHeight_; }
+int TokenStrip::heightForWidth(int) const {
+    return contentHeight_;
+}
 
 QRect TokenStrip::chipRect(int token) const {
     return token >= 0 && token < chips_.size() ? chips_[token] : QRect();
@@ -92,12 +97,14 @@ void TokenStrip::paintEvent(QPaintEvent* event) {
     }
     torch::Tensor values;
     double top = 1.0;
-    if (colouring_ == Colouring::Sparsity) values = rowSparsity(*result, state_->layer(), state_->head());
+    if (colouring_ == Colouring::Sparsity)
+        values = rowSparsity(*result, state_->layer(), state_->head());
     if (colouring_ == Colouring::Entropy) {
         values = rowEntropy(*result, state_->layer(), state_->head());
         if (values.defined()) top = std::max(1e-6, values.max().item<double>());
     }
-    if (colouring_ == Colouring::Slot && state_->slot() >= 0 && state_->layer() < int(result->layers.size())) {
+    if (colouring_ == Colouring::Slot && state_->slot() >= 0 &&
+        state_->layer() < int(result->layers.size())) {
         const auto& activations = result->layers[size_t(state_->layer())].slotActivations;
         if (activations.defined() && state_->slot() < activations.size(1)) {
             values = activations.select(1, state_->slot()).clamp_min(0);
@@ -107,7 +114,8 @@ void TokenStrip::paintEvent(QPaintEvent* event) {
     if (colouring_ == Colouring::Effect && result->effect && !result->effect->kl.empty()) {
         // Token i by what the overrides change in predicting the token after it.
         values = torch::zeros({int64_t(result->tokens.size())}, torch::kFloat32);
-        for (size_t i = 0; i < result->effect->kl.size(); ++i) values[int64_t(i)] = float(result->effect->kl[i]);
+        for (size_t i = 0; i < result->effect->kl.size(); ++i)
+            values[int64_t(i)] = float(result->effect->kl[i]);
         top = std::max(1e-6, values.max().item<double>());
     }
     if (values.defined()) values = values.contiguous();

@@ -14,8 +14,8 @@
 namespace relulens::ui {
 
 QStringList viewNames() {
-    return {"attention", "heads", "compare", "sparsity", "memory", "predictions", "diagnostics", "sinks",
-            "effect", "lens"};
+    return {"attention",   "heads",       "compare", "sparsity", "memory",
+            "predictions", "diagnostics", "sinks",   "effect",   "lens"};
 }
 
 ExportableView* createView(const QString& name, AppState* state, QWidget* parent) {

@@ -7,7 +7,9 @@ namespace relulens::core {
 namespace {
 
 // A trivial kernel proves the device code path runs where a GPU exists.
-__global__ void addOne(int* value) { *value += 1; }
+__global__ void addOne(int* value) {
+    *value += 1;
+}
 
 }  // namespace
 

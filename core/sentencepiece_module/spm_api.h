@@ -32,8 +32,8 @@ int rl_spm_is_byte(const rl_spm* model, int32_t id);
 int rl_spm_encode(const rl_spm* model, const char* text, size_t len, rl_spm_token** tokens,
                   size_t* count, char* err, size_t errlen);
 void rl_spm_free_tokens(rl_spm_token* tokens);
-int rl_spm_decode(const rl_spm* model, const int32_t* ids, size_t count, char** text,
-                  size_t* len, char* err, size_t errlen);
+int rl_spm_decode(const rl_spm* model, const int32_t* ids, size_t count, char** text, size_t* len,
+                  char* err, size_t errlen);
 void rl_spm_free_string(char* text);
 // keys/values: SentencePiece trainer options ("input", "model_prefix", "vocab_size", ...).
 int rl_spm_train(const char* const* keys, const char* const* values, size_t count, char* err,

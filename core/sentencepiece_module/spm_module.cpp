@@ -26,7 +26,9 @@ void setError(char* err, size_t errlen, const std::string& message) {
 
 extern "C" {
 
-int rl_spm_api_version(void) { return RL_SPM_API_VERSION; }
+int rl_spm_api_version(void) {
+    return RL_SPM_API_VERSION;
+}
 
 rl_spm* rl_spm_load(const char* path, char* err, size_t errlen) {
     try {
@@ -44,9 +46,13 @@ rl_spm* rl_spm_load(const char* path, char* err, size_t errlen) {
     }
 }
 
-void rl_spm_free(rl_spm* model) { delete model; }
+void rl_spm_free(rl_spm* model) {
+    delete model;
+}
 
-int rl_spm_vocab_size(const rl_spm* model) { return model->processor.GetPieceSize(); }
+int rl_spm_vocab_size(const rl_spm* model) {
+    return model->processor.GetPieceSize();
+}
 
 const char* rl_spm_id_to_piece(const rl_spm* model, int32_t id) {
     if (id < 0 || id >= model->processor.GetPieceSize()) return nullptr;
@@ -91,7 +97,9 @@ int rl_spm_encode(const rl_spm* model, const char* text, size_t len, rl_spm_toke
     }
 }
 
-void rl_spm_free_tokens(rl_spm_token* tokens) { std::free(tokens); }
+void rl_spm_free_tokens(rl_spm_token* tokens) {
+    std::free(tokens);
+}
 
 int rl_spm_decode(const rl_spm* model, const int32_t* ids, size_t count, char** text, size_t* len,
                   char* err, size_t errlen) {
@@ -119,7 +127,9 @@ int rl_spm_decode(const rl_spm* model, const int32_t* ids, size_t count, char** 
     }
 }
 
-void rl_spm_free_string(char* text) { std::free(text); }
+void rl_spm_free_string(char* text) {
+    std::free(text);
+}
 
 int rl_spm_train(const char* const* keys, const char* const* values, size_t count, char* err,
                  size_t errlen) {

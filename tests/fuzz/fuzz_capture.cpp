@@ -99,7 +99,8 @@ void checkResult(const CaptureResult& r, const CaptureRequest& request, const st
     }
     if (int64_t(r.layers.size()) != config.nLayers) fail("not one capture per layer");
     for (const auto& layer : r.layers) {
-        if (int64_t(layer.attentionDiagnostics.heads.size()) != config.nHeads) fail("heads missing");
+        if (int64_t(layer.attentionDiagnostics.heads.size()) != config.nHeads)
+            fail("heads missing");
     }
     const size_t expectedMaps =
         request.allMaps ? size_t(config.nLayers * config.nHeads) : request.maps.size();
