@@ -19,6 +19,9 @@ int evalCommand(const std::vector<std::string>& args);
 // relulens bench (see --help); argc/argv start the Qt side when the window is built in.
 int benchCommand(int argc, char** argv, const std::vector<std::string>& args);
 
+// `own` options followed by the variant options runSpecFromArguments reads: --attention, --h,
+// --a, --sigmoid-bias, --ssmax-sigma and --ffn.
+std::vector<OptionSpec> withVariantOptions(std::vector<OptionSpec> own);
 // Reads --attention/--h/--a/--sigmoid-bias/--ssmax-sigma/--ffn over the defaults (the variants
 // the model was trained with), then --override L[:H]=VARIANT and --ablate L:H[=zero|uniform]
 // (both repeatable, applied in order) where the command takes them.

@@ -48,6 +48,13 @@ core::Result<core::LoadedModel> openModel(const std::string& folder, const std::
     return core::loadModelFolder(folder, terminalLoadOptions(device));
 }
 
+std::vector<OptionSpec> withVariantOptions(std::vector<OptionSpec> own) {
+    for (const char* name : {"attention", "h", "a", "sigmoid-bias", "ssmax-sigma", "ffn"}) {
+        own.push_back({name});
+    }
+    return own;
+}
+
 core::Result<core::RunSpec> runSpecFromArguments(const Arguments& args,
                                                  const core::RunSpec& defaults) {
     core::RunSpec run = defaults;

@@ -147,25 +147,19 @@ void printSummary(const core::CaptureResult& r) {
 }  // namespace
 
 int inspectCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"model"},
-                                        {"text"},
-                                        {"file"},
-                                        {"attention"},
-                                        {"h"},
-                                        {"a"},
-                                        {"sigmoid-bias"},
-                                        {"ssmax-sigma"},
-                                        {"ffn"},
-                                        {"device"},
-                                        {"json"},
-                                        {"maps"},
-                                        {"top-k"},
-                                        {"tau"},
-                                        {"sink-threshold"},
-                                        {"all-maps", false},
-                                        {"override", true, true},
-                                        {"ablate", true, true},
-                                        {"lens-at", true, true}});
+    auto args = Arguments::parse(argv, withVariantOptions({{"model"},
+                                                           {"text"},
+                                                           {"file"},
+                                                           {"device"},
+                                                           {"json"},
+                                                           {"maps"},
+                                                           {"top-k"},
+                                                           {"tau"},
+                                                           {"sink-threshold"},
+                                                           {"all-maps", false},
+                                                           {"override", true, true},
+                                                           {"ablate", true, true},
+                                                           {"lens-at", true, true}}));
     if (!args) return fail(args.error());
     if (!args->has("model")) return fail("inspect needs --model DIR");
     auto text = textFromArguments(*args);

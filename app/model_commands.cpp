@@ -45,25 +45,19 @@ int trainTokenizerCommand(const std::vector<std::string>& argv) {
 }
 
 int initModelCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"tokenizer"},
-                                        {"out"},
-                                        {"layers"},
-                                        {"heads"},
-                                        {"d-model"},
-                                        {"d-ff"},
-                                        {"context"},
-                                        {"attention"},
-                                        {"h"},
-                                        {"a"},
-                                        {"sigmoid-bias"},
-                                        {"ssmax-sigma"},
-                                        {"ffn"},
-                                        {"seed"},
-                                        {"dtype"},
-                                        {"name"},
-                                        {"init-std"},
-                                        {"perturb-all", false},
-                                        {"force", false}});
+    auto args = Arguments::parse(argv, withVariantOptions({{"tokenizer"},
+                                                           {"out"},
+                                                           {"layers"},
+                                                           {"heads"},
+                                                           {"d-model"},
+                                                           {"d-ff"},
+                                                           {"context"},
+                                                           {"seed"},
+                                                           {"dtype"},
+                                                           {"name"},
+                                                           {"init-std"},
+                                                           {"perturb-all", false},
+                                                           {"force", false}}));
     if (!args) return fail(args.error());
     if (!args->has("tokenizer") || !args->has("out")) {
         return fail("init-model needs --tokenizer FILE and --out DIR");

@@ -69,34 +69,28 @@ void printProgress(const core::TrainProgress& p, bool terminal, int64_t every) {
 }  // namespace
 
 int trainCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"corpus", true, true},
-                                        {"tokenizer"},
-                                        {"out"},
-                                        {"attention"},
-                                        {"h"},
-                                        {"a"},
-                                        {"sigmoid-bias"},
-                                        {"ssmax-sigma"},
-                                        {"ffn"},
-                                        {"layers"},
-                                        {"heads"},
-                                        {"d-model"},
-                                        {"d-ff"},
-                                        {"context"},
-                                        {"steps"},
-                                        {"batch"},
-                                        {"lr"},
-                                        {"warmup"},
-                                        {"seed"},
-                                        {"eval-every"},
-                                        {"eval-batches"},
-                                        {"checkpoint-every"},
-                                        {"lambda"},
-                                        {"dtype"},
-                                        {"name"},
-                                        {"validation"},
-                                        {"resume", false},
-                                        {"force", false}});
+    auto args = Arguments::parse(argv, withVariantOptions({{"corpus", true, true},
+                                                           {"tokenizer"},
+                                                           {"out"},
+                                                           {"layers"},
+                                                           {"heads"},
+                                                           {"d-model"},
+                                                           {"d-ff"},
+                                                           {"context"},
+                                                           {"steps"},
+                                                           {"batch"},
+                                                           {"lr"},
+                                                           {"warmup"},
+                                                           {"seed"},
+                                                           {"eval-every"},
+                                                           {"eval-batches"},
+                                                           {"checkpoint-every"},
+                                                           {"lambda"},
+                                                           {"dtype"},
+                                                           {"name"},
+                                                           {"validation"},
+                                                           {"resume", false},
+                                                           {"force", false}}));
     if (!args) return fail(args.error());
     if (!args->has("corpus") || !args->has("out") || !args->has("tokenizer")) {
         return fail("train needs --corpus FILE..., --tokenizer FILE and --out DIR");
@@ -183,19 +177,13 @@ int trainCommand(const std::vector<std::string>& argv) {
 }
 
 int evalCommand(const std::vector<std::string>& argv) {
-    auto args = Arguments::parse(argv, {{"model"},
-                                        {"corpus", true, true},
-                                        {"context", true, true},
-                                        {"attention"},
-                                        {"h"},
-                                        {"a"},
-                                        {"sigmoid-bias"},
-                                        {"ssmax-sigma"},
-                                        {"ffn"},
-                                        {"device"},
-                                        {"max-tokens"},
-                                        {"json"},
-                                        {"split"}});
+    auto args = Arguments::parse(argv, withVariantOptions({{"model"},
+                                                           {"corpus", true, true},
+                                                           {"context", true, true},
+                                                           {"device"},
+                                                           {"max-tokens"},
+                                                           {"json"},
+                                                           {"split"}}));
     if (!args) return fail(args.error());
     if (!args->has("model") || !args->has("corpus")) {
         return fail("eval needs --model DIR and --corpus FILE...");
