@@ -11,9 +11,13 @@ RELULENS_PACKAGES=(cmake g++ make pkg-config
   xvfb xauth python3-numpy libpcre2-dev libicu-dev
   dpkg-dev file desktop-file-utils appstream)
 
+# What scripts/test needs beyond the app: the formatter it checks the sources with.
+RELULENS_TEST_PACKAGES=(clang-format)
+
+# relulens_install_packages [extra packages...]: RELULENS_PACKAGES and the extra ones.
 relulens_install_packages() {
   local missing=()
-  for package in "${RELULENS_PACKAGES[@]}"; do
+  for package in "${RELULENS_PACKAGES[@]}" "$@"; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$package")
     fi
@@ -26,6 +30,23 @@ relulens_install_packages() {
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Every C++ and CUDA source the repository tracks is as clang-format (with the repository's
+# .clang-format) writes it; the files that are not are named, with the command that fixes them.
+relulens_check_format() {
+  local unformatted=()
+  local file
+  while IFS= read -r file; do
+    if ! clang-format --dry-run --Werror "$RELULENS_ROOT/$file" >/dev/null 2>&1; then
+      unformatted+=("$file")
+    fi
+  done < <(git -C "$RELULENS_ROOT" ls-files '*.cpp' '*.h' '*.cu')
+  if [ ${#unformatted[@]} -gt 0 ]; then
+    echo "ReluLens: ${#unformatted[@]} source file(s) are not formatted: ${unformatted[*]}" >&2
+    echo "ReluLens: run  clang-format -i ${unformatted[*]}" >&2
+    return 1
+  fi
 }
 
 # The npm packages the tokenizer tests compare against (pinned in tests/package-lock.json),
