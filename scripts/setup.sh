@@ -11,8 +11,9 @@ RELULENS_PACKAGES=(cmake g++ make pkg-config
   xvfb xauth python3-numpy libpcre2-dev libicu-dev
   dpkg-dev file desktop-file-utils appstream)
 
-# What scripts/test needs beyond the app: the formatter it checks the sources with.
-RELULENS_TEST_PACKAGES=(clang-format)
+# What scripts/test needs beyond the app: the formatter it checks the sources with, and doctest,
+# the header-only framework of the core's tests (they build and run without Qt).
+RELULENS_TEST_PACKAGES=(clang-format doctest-dev)
 
 # relulens_install_packages [extra packages...]: RELULENS_PACKAGES and the extra ones.
 relulens_install_packages() {

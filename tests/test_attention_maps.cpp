@@ -1,17 +1,20 @@
 // Lazy capture against the full one: maps rebuilt from queries and keys, diagnostics accumulated
 // over blocks of rows, and pooled (level-of-detail) maps against pooling done by hand.
-#include <QtTest>
-
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "core/attention.h"
 #include "core/attention_maps.h"
 #include "core/capture.h"
 #include "core/checkpoint.h"
-#include "test_support.h"
+#include "core_test.h"
 
 using namespace relulens::core;
 
@@ -129,556 +132,547 @@ bool sameWithNaN(const torch::Tensor& a, const torch::Tensor& b, double toleranc
            tolerance;
 }
 
-}  // namespace
-
-class TestAttentionMaps : public QObject {
-    Q_OBJECT
-private:
-    std::optional<LoadedModel> tiny_;
-    std::string text_;
-
-    // b against a capture a of the same text (or, prefixOnly, of a longer text starting with it).
-    static void compareCaptures(const CaptureResult& a, const CaptureResult& b,
-                                const QByteArray& name, bool prefixOnly = false) {
-        const int64_t L = int64_t(b.tokens.size());
-        if (!prefixOnly) QCOMPARE(int64_t(a.tokens.size()), L);
-        for (int64_t i = 0; i < L - (prefixOnly ? 1 : 0); ++i) {
-            QCOMPARE(a.tokens[size_t(i)].id, b.tokens[size_t(i)].id);
+// b against a capture a of the same text (or, prefixOnly, of a longer text starting with it).
+void compareCaptures(const CaptureResult& a, const CaptureResult& b, const std::string& name,
+                     bool prefixOnly = false) {
+    const int64_t L = int64_t(b.tokens.size());
+    if (!prefixOnly) REQUIRE(int64_t(a.tokens.size()) == L);
+    for (int64_t i = 0; i < L - (prefixOnly ? 1 : 0); ++i) {
+        REQUIRE(a.tokens[size_t(i)].id == b.tokens[size_t(i)].id);
+    }
+    const int64_t rows = prefixOnly ? L - 2 : L;  // the last piece may differ in the prefix
+    for (int64_t i = 0; i < rows; ++i) {
+        const auto& p = a.predictions[size_t(i)];
+        const auto& q = b.predictions[size_t(i)];
+        REQUIRE(p.size() == q.size());
+        for (size_t k = 0; k < p.size(); ++k) {
+            REQUIRE_MESSAGE(std::abs(p[k].probability - q[k].probability) < 1e-5, name);
         }
-        const int64_t rows = prefixOnly ? L - 2 : L;  // the last piece may differ in the prefix
-        for (int64_t i = 0; i < rows; ++i) {
-            const auto& p = a.predictions[size_t(i)];
-            const auto& q = b.predictions[size_t(i)];
-            QCOMPARE(p.size(), q.size());
-            for (size_t k = 0; k < p.size(); ++k) {
-                QVERIFY2(std::abs(p[k].probability - q[k].probability) < 1e-5, name);
-            }
-            QCOMPARE(p[0].id, q[0].id);
+        REQUIRE(p[0].id == q[0].id);
+    }
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+        const auto& x = a.layers[l];
+        const auto& y = b.layers[l];
+        auto head = [&](const torch::Tensor& t) { return t.narrow(-1, 0, rows); };
+        REQUIRE_MESSAGE(maxDifference(head(x.attentionDiagnostics.rowSparsity),
+                                      head(y.attentionDiagnostics.rowSparsity)) < 1e-6,
+                        name << ", layer " << l << ": row sparsity "
+                             << maxDifference(head(x.attentionDiagnostics.rowSparsity),
+                                              head(y.attentionDiagnostics.rowSparsity))
+                             << " apart");
+        REQUIRE_MESSAGE(relativeDifference(head(x.attentionDiagnostics.rowEntropy),
+                                           head(y.attentionDiagnostics.rowEntropy)) < 1e-4,
+                        name);
+        REQUIRE_MESSAGE(relativeDifference(head(x.attentionDiagnostics.rowMass),
+                                           head(y.attentionDiagnostics.rowMass)) < 1e-5,
+                        name);
+        REQUIRE_MESSAGE(relativeDifference(x.slotActivations.narrow(0, 0, rows),
+                                           y.slotActivations.narrow(0, 0, rows)) < 1e-5,
+                        name);
+        const auto maps = b.maps->lazy();
+        REQUIRE(maps);
+        for (int64_t h = 0; h < maps->heads(); h += 3) {
+            REQUIRE_MESSAGE(maxDifference(a.maps->weights(int64_t(l), h, 0, rows, 0, rows),
+                                          b.maps->weights(int64_t(l), h, 0, rows, 0, rows)) < 1e-5,
+                            name);
         }
-        for (size_t l = 0; l < a.layers.size(); ++l) {
-            const auto& x = a.layers[l];
-            const auto& y = b.layers[l];
-            auto head = [&](const torch::Tensor& t) { return t.narrow(-1, 0, rows); };
-            QVERIFY2(maxDifference(head(x.attentionDiagnostics.rowSparsity),
-                                   head(y.attentionDiagnostics.rowSparsity)) < 1e-6,
-                     qPrintable(QString("%1, layer %2: row sparsity %3 apart")
-                                    .arg(name.constData())
-                                    .arg(l)
-                                    .arg(maxDifference(head(x.attentionDiagnostics.rowSparsity),
-                                                       head(y.attentionDiagnostics.rowSparsity)))));
-            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowEntropy),
-                                        head(y.attentionDiagnostics.rowEntropy)) < 1e-4,
-                     name);
-            QVERIFY2(relativeDifference(head(x.attentionDiagnostics.rowMass),
-                                        head(y.attentionDiagnostics.rowMass)) < 1e-5,
-                     name);
-            QVERIFY2(relativeDifference(x.slotActivations.narrow(0, 0, rows),
-                                        y.slotActivations.narrow(0, 0, rows)) < 1e-5,
-                     name);
-            const auto maps = b.maps->lazy();
-            QVERIFY(maps);
-            for (int64_t h = 0; h < maps->heads(); h += 3) {
-                QVERIFY2(maxDifference(a.maps->weights(int64_t(l), h, 0, rows, 0, rows),
-                                       b.maps->weights(int64_t(l), h, 0, rows, 0, rows)) < 1e-5,
-                         name);
+        if (prefixOnly) continue;
+        REQUIRE_MESSAGE(relativeDifference(x.ffn.tokenSparsity, y.ffn.tokenSparsity) < 1e-6, name);
+        REQUIRE_MESSAGE(close(x.ffn.sparsity, y.ffn.sparsity, 1e-6), name);
+        REQUIRE_MESSAGE(close(x.ffn.outputVariance, y.ffn.outputVariance, 1e-5), name);
+        REQUIRE(sameWithNaN(a.maps->overview(int64_t(l)), b.maps->overview(int64_t(l)), 1e-6));
+        REQUIRE(x.attentionDiagnostics.outputVarianceByN.size() ==
+                y.attentionDiagnostics.outputVarianceByN.size());
+        for (size_t h = 0; h < x.attentionDiagnostics.heads.size(); ++h) {
+            const auto& p = x.attentionDiagnostics.heads[h];
+            const auto& q = y.attentionDiagnostics.heads[h];
+            REQUIRE_MESSAGE(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
+            REQUIRE_MESSAGE(close(p.rowMass, q.rowMass, 1e-5), name);
+            REQUIRE_MESSAGE(close(p.entropy, q.entropy, 1e-4), name);
+            REQUIRE_MESSAGE(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
+            REQUIRE_MESSAGE(close(p.outputVariance, q.outputVariance, 1e-5), name);
+            REQUIRE(p.emptyRows == q.emptyRows);
+            REQUIRE(p.distanceProfile.size() == q.distanceProfile.size());
+            for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
+                REQUIRE_MESSAGE(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
             }
-            if (prefixOnly) continue;
-            QVERIFY2(relativeDifference(x.ffn.tokenSparsity, y.ffn.tokenSparsity) < 1e-6, name);
-            QVERIFY2(close(x.ffn.sparsity, y.ffn.sparsity, 1e-6), name);
-            QVERIFY2(close(x.ffn.outputVariance, y.ffn.outputVariance, 1e-5), name);
-            QVERIFY(sameWithNaN(a.maps->overview(int64_t(l)), b.maps->overview(int64_t(l)), 1e-6));
-            QCOMPARE(x.attentionDiagnostics.outputVarianceByN.size(),
-                     y.attentionDiagnostics.outputVarianceByN.size());
-            for (size_t h = 0; h < x.attentionDiagnostics.heads.size(); ++h) {
-                const auto& p = x.attentionDiagnostics.heads[h];
-                const auto& q = y.attentionDiagnostics.heads[h];
-                QVERIFY2(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
-                QVERIFY2(close(p.rowMass, q.rowMass, 1e-5), name);
-                QVERIFY2(close(p.entropy, q.entropy, 1e-4), name);
-                QVERIFY2(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
-                QVERIFY2(close(p.outputVariance, q.outputVariance, 1e-5), name);
-                QCOMPARE(p.emptyRows, q.emptyRows);
-                QCOMPARE(p.distanceProfile.size(), q.distanceProfile.size());
-                for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
-                    QVERIFY2(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
-                }
-                QVERIFY2(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5, name);
-                QVERIFY2(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-5, name);
-                QCOMPARE(p.sink.sinkHead, q.sink.sinkHead);
-                QVERIFY2(close(p.sink.firstKeyNorm, q.sink.firstKeyNorm, 1e-5), name);
-                QVERIFY2(close(p.sink.otherValueNorm, q.sink.otherValueNorm, 1e-5), name);
-            }
-            QVERIFY2(close(x.residual.medianAbs, y.residual.medianAbs, 1e-5), name);
-            QVERIFY2(close(x.residual.kurtosis, y.residual.kurtosis, 1e-4), name);
-            QCOMPARE(x.residual.largest[0].token, y.residual.largest[0].token);
-            QCOMPARE(x.residual.largest[0].dimension, y.residual.largest[0].dimension);
+            REQUIRE_MESSAGE(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5, name);
+            REQUIRE_MESSAGE(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-5, name);
+            REQUIRE(p.sink.sinkHead == q.sink.sinkHead);
+            REQUIRE_MESSAGE(close(p.sink.firstKeyNorm, q.sink.firstKeyNorm, 1e-5), name);
+            REQUIRE_MESSAGE(close(p.sink.otherValueNorm, q.sink.otherValueNorm, 1e-5), name);
         }
+        REQUIRE_MESSAGE(close(x.residual.medianAbs, y.residual.medianAbs, 1e-5), name);
+        REQUIRE_MESSAGE(close(x.residual.kurtosis, y.residual.kurtosis, 1e-4), name);
+        REQUIRE(x.residual.largest[0].token == y.residual.largest[0].token);
+        REQUIRE(x.residual.largest[0].dimension == y.residual.largest[0].dimension);
     }
+}
 
-private Q_SLOTS:
-    void initTestCase() {
-        auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
-        QVERIFY2(loaded.ok(), loaded ? "" : loaded.error().c_str());
-        tiny_.emplace(std::move(*loaded));
-        text_ = readText(relulens::test::dataPath("excerpt.txt")).substr(0, 600);
-    }
+LoadedModel loadTiny() {
+    auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+    if (!loaded.ok()) throw std::runtime_error(loaded.error());
+    return std::move(*loaded);
+}
 
-    void inPlaceMaskingEqualsTheGeneralPath() {
-        // Without autograd the causal boundary is masked in place on the last square of keys;
-        // with it, through a full mask. Both must give the same weights for every variant.
-        for (const auto& run : everyVariant()) {
-            for (int64_t offset : {0, 5}) {
-                auto scores = torch::randn({3, 4, offset + 4});
-                const auto gamma = torch::rand({3}) + 0.5;
-                torch::Tensor fast;
-                {
-                    torch::NoGradGuard noGrad;
-                    fast = attentionWeights(scores.clone(), run.attention, gamma, offset, true);
-                }
-                auto tracked = scores.clone().set_requires_grad(true);
-                auto general = attentionWeights(tracked, run.attention, gamma, offset).detach();
-                QVERIFY2(maxDifference(fast, general) < 1e-6, run.attention.label().c_str());
-                QVERIFY(fast.narrow(-1, offset, 4).triu(1).abs().sum().item<double>() == 0);
-            }
-        }
-    }
-
-    void blockedForwardEqualsOneBlock() {
-        torch::NoGradGuard noGrad;
-        auto ids = torch::randint(0, tiny_->model->info().vocabSize, {2, 50}, torch::kLong);
-        for (const auto& run : everyVariant()) {
-            auto whole = tiny_->model->forward(ids, run);
-            ForwardTrace blocked;
-            blocked.blockRows = 7;  // 50 rows: 7 blocks of 7 and one of 1
-            int blocks = 0;
-            blocked.onAttentionBlock = [&](int64_t, int64_t, const torch::Tensor&) { ++blocks; };
-            auto pieces = tiny_->model->forward(ids, run, &blocked);
-            QCOMPARE(blocks, 8 * int(tiny_->model->info().nLayers));
-            QVERIFY2(maxDifference(whole, pieces) < 1e-4, run.attention.label().c_str());
-        }
-    }
-
-    void lazyAndFullCaptureAgreeOnEveryVariant() {
-        for (const auto& run : everyVariant()) {
-            const QByteArray name = QByteArray::fromStdString(run.attention.label());
-            CaptureRequest full;
-            full.run = run;
-            full.allMaps = true;
-            auto a = capture(*tiny_->model, tiny_->tokenizer, text_, full);
-            QVERIFY2(a.ok(), a ? "" : a.error().c_str());
-            CaptureRequest lazy;
-            lazy.run = run;
-            lazy.lazyMaps = true;
-            lazy.blockRows = 13;  // diagnostics accumulated over many blocks of rows
-            auto b = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
-            QVERIFY2(b.ok(), b ? "" : b.error().c_str());
-            QVERIFY(b->maps->requested().empty());
-            QVERIFY(b->maps->lazy());
-            const auto& maps = *b->maps->lazy();
-            const int64_t L = int64_t(a->tokens.size());
-            QVERIFY(L > 100);
-            QCOMPARE(maps.tokens(), L);
-            for (const auto& m : a->maps->requested()) {
-                const auto w = maps.weights(m.ref.layer, m.ref.head);
-                QVERIFY2(
-                    maxDifference(w, m.weights) < 1e-5,
-                    qPrintable(
-                        QString("%1 %2").arg(name.constData()).arg(maxDifference(w, m.weights))));
-                const auto s = maps.scores(m.ref.layer, m.ref.head, 0, L, 0, L);
-                QVERIFY2(relativeDifference(s, m.scores) < 1e-5, name);
-                // a tile is the same slice of the map
-                const auto tile = maps.weights(m.ref.layer, m.ref.head, 40, 77, 10, 61);
-                QVERIFY2(maxDifference(tile, m.weights.slice(0, 40, 77).slice(1, 10, 61)) < 1e-5,
-                         name);
-            }
-            // the mean of a layer's heads
-            std::vector<torch::Tensor> layer1;
-            for (const auto& m : a->maps->requested()) {
-                if (m.ref.layer == 1) layer1.push_back(m.weights);
-            }
-            QVERIFY(maxDifference(maps.weights(1, -1), torch::stack(layer1).mean(0)) < 1e-5);
-            // The first token's share and sink score, worked out from each full map row by row.
-            for (const auto& m : a->maps->requested()) {
-                const auto w = m.weights.to(torch::kFloat64).contiguous();
-                const double* p = w.data_ptr<double>();
-                double share = 0, score = p[0];
-                int64_t rows = 0;
-                for (int64_t i = 1; i < L; ++i) {
-                    double mass = 0;
-                    for (int64_t j = 0; j <= i; ++j) mass += p[i * L + j];
-                    score += p[i * L];
-                    if (mass > 0) {
-                        share += p[i * L] / mass;
-                        ++rows;
-                    }
-                }
-                const auto& sink = b->layers[size_t(m.ref.layer)]
-                                       .attentionDiagnostics.heads[size_t(m.ref.head)]
-                                       .sink;
-                QVERIFY2(std::abs(sink.firstTokenShare -
-                                  share / double(std::max<int64_t>(rows, 1))) < 1e-5,
-                         name);
-                QVERIFY2(std::abs(sink.sinkScore - score / double(L)) < 1e-6, name);
-                QCOMPARE(sink.sinkHead, score / double(L) > 0.3);
-                QCOMPARE(sink.zeroMassRows, L - 1 - rows);
-            }
-
-            QCOMPARE(a->predictions.size(), b->predictions.size());
-            for (size_t i = 0; i < a->predictions.size(); ++i) {
-                QCOMPARE(a->predictions[i][0].id, b->predictions[i][0].id);
-                QVERIFY(std::abs(a->predictions[i][0].probability -
-                                 b->predictions[i][0].probability) < 1e-5);
-            }
-            for (size_t l = 0; l < a->layers.size(); ++l) {
-                const auto& x = a->layers[l].attentionDiagnostics;
-                const auto& y = b->layers[l].attentionDiagnostics;
-                QVERIFY2(maxDifference(x.rowSparsity, y.rowSparsity) < 1e-6, name);
-                // GELU rows whose positive and negative weights nearly cancel (mass 0.005) magnify
-                // rounding in the normalised entropy; 1e-4 relative still pins it down.
-                QVERIFY2(relativeDifference(x.rowEntropy, y.rowEntropy) < 1e-4, name);
-                QVERIFY2(relativeDifference(x.rowMass, y.rowMass) < 1e-5, name);
-                for (size_t h = 0; h < x.heads.size(); ++h) {
-                    const auto& p = x.heads[h];
-                    const auto& q = y.heads[h];
-                    QVERIFY2(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
-                    QVERIFY2(close(p.rowMass, q.rowMass, 1e-5), name);
-                    QVERIFY2(close(p.entropy, q.entropy, 1e-4), name);
-                    QVERIFY2(std::abs(p.topShare - q.topShare) < 1e-5, name);
-                    QVERIFY2(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
-                    QVERIFY2(close(p.outputVariance, q.outputVariance, 1e-5), name);
-                    QCOMPARE(p.emptyRows, q.emptyRows);
-                    QCOMPARE(p.distanceProfile.size(), q.distanceProfile.size());
-                    for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
-                        QVERIFY2(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
-                    }
-                }
-            }
-        }
-    }
-
-    void theMapSourceAnswersAlikeFromEveryRepresentation() {
-        // The same questions to a source holding every map materialised by the forward pass and
-        // to one holding only queries and keys (with overviews): the same answers, whichever
-        // representation the source picks; a source with neither says it has no map.
-        CaptureRequest full = viewerRequest(tiny_->model->info().trained, 0.1);
-        full.lazyMaps = false;
-        full.allMaps = true;
-        full.overviewCells = 0;
-        CaptureRequest lazy = viewerRequest(tiny_->model->info().trained, 0.1);
-        lazy.overviewCells = 16;
-        lazy.overviewFromTokens = 0;  // overviews even for this short text
-        auto a = capture(*tiny_->model, tiny_->tokenizer, text_, full);
-        auto b = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
-        QVERIFY(a.ok() && b.ok());
-        const auto& x = *a->maps;
-        const auto& y = *b->maps;
-        QVERIFY(!x.lazy() && y.lazy() && y.overview(0).defined());
-        const int64_t L = x.tokens();
-        for (int64_t head : {0, 1, -1}) {
-            QVERIFY(maxDifference(x.weights(1, head), y.weights(1, head)) < 1e-5);
-            QVERIFY(maxDifference(x.weights(0, head, 3, 17, 2, 9),
-                                  y.weights(0, head, 3, 17, 2, 9)) < 1e-5);
-            QVERIFY(maxDifference(x.scores(1, head, 0, L, 0, L), y.scores(1, head, 0, L, 0, L)) <
-                    1e-4);
-            QVERIFY(std::abs(x.weightAt(1, head, L - 1, 3) - y.weightAt(1, head, L - 1, 3)) < 1e-6);
-            const auto px = x.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
-            const auto py = y.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
-            QVERIFY(torch::allclose(px, py, 1e-5, 1e-6, /*equal_nan=*/true));
-        }
-        // The whole map max-pooled comes from y's overview: cells of 32 × 32 tokens (the power
-        // of two giving at most 16 a side), the max of x's entries in each.
-        QVERIFY2(L > 256 && L <= 512, qPrintable(QString::number(L)));
-        const auto fromOverview = y.pooled(0, 1, 0, L, 0, L, 16, 16, Pooling::Max);
-        QVERIFY(sameWithNaN(fromOverview, poolUniformByHand(x.weights(0, 1), 32), 1e-6));
-        const MapSource none(L, {}, nullptr, {});
-        QVERIFY(!none.has(0, 0));
-        QVERIFY(!none.weights(0, 0).defined());
-        QVERIFY(std::isnan(none.weightAt(0, 0, 1, 0)));
-        QVERIFY(!x.weights(0, 0, 5, 2, 0, 3).defined());  // an empty region
-    }
-
-    void pooledMapsAgreeWithPoolingByHand() {
-        CaptureRequest lazy;
-        lazy.run.attention.kind = AttentionKind::Softmax;
-        lazy.lazyMaps = true;
-        auto r = capture(*tiny_->model, tiny_->tokenizer, text_, lazy);
-        QVERIFY(r.ok());
-        const auto& maps = *r->maps->lazy();
-        const int64_t L = maps.tokens();
-        const auto full = maps.weights(0, 1);
-        const auto mean = maps.weights(1, -1);
-        struct Case {
-            int64_t r0, r1, k0, k1, rows, keys;
-        };
-        // the whole map unevenly, a tile across the diagonal, one above it (all masked), and a
-        // region smaller than the requested cells (no pooling)
-        for (const Case& c : {Case{0, L, 0, L, 9, 11}, Case{30, 95, 20, 90, 6, 13},
-                              Case{5, 20, 40, 60, 3, 4}, Case{50, 58, 45, 52, 100, 100}}) {
-            for (bool max : {true, false}) {
-                const auto pooling = max ? Pooling::Max : Pooling::Mean;
-                const int64_t rows = std::min(c.rows, c.r1 - c.r0),
-                              keys = std::min(c.keys, c.k1 - c.k0);
-                auto expected = poolByHand(full, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
-                auto got = maps.pooled(0, 1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling);
-                QVERIFY2(sameWithNaN(got, expected, 1e-6),
-                         qPrintable(QString("rows %1-%2 keys %3-%4 %5")
-                                        .arg(c.r0)
-                                        .arg(c.r1)
-                                        .arg(c.k0)
-                                        .arg(c.k1)
-                                        .arg(max ? "max" : "mean")));
-                auto expectedMean = poolByHand(mean, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
-                QVERIFY(
-                    sameWithNaN(maps.pooled(1, -1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling),
-                                expectedMean, 1e-6));
-            }
-        }
-        // the region above the diagonal holds only masked entries
-        QVERIFY(maps.pooled(0, 1, 5, 20, 40, 60, 3, 4, Pooling::Max).isnan().all().item<bool>());
-        // no pooling at full size: the cells are the map itself, masked entries NaN
-        auto exact = maps.pooled(0, 1, 0, L, 0, L, L, L, Pooling::Mean);
-        QVERIFY(sameWithNaN(exact,
-                            full.masked_fill(torch::ones({L, L}, torch::kBool).triu(1),
-                                             std::numeric_limits<float>::quiet_NaN()),
-                            1e-7));
-    }
-
-    void overviewsMadeDuringTheForwardEqualPoolingAfterIt() {
-        CaptureRequest request;
-        request.run.attention.kind = AttentionKind::ReluLen;
-        request.lazyMaps = true;
-        request.overviewCells = 64;
-        request.overviewFromTokens = 0;
-        request.blockRows = 17;
-        auto r = capture(*tiny_->model, tiny_->tokenizer, text_, request);
-        QVERIFY(r.ok());
-        const auto& maps = *r->maps->lazy();
-        const int64_t L = maps.tokens();
-        QVERIFY(r->maps->overview(maps.layers() - 1).defined() &&
-                !r->maps->overview(maps.layers()).defined());
-        // Cells of w × w tokens, w the smallest power of two giving at most 64 a side.
-        QVERIFY2(L > 256 && L <= 512, qPrintable(QString::number(L)));
-        const int64_t w = 8, cells = (L + w - 1) / w;
-        for (int64_t l = 0; l < maps.layers(); ++l) {
-            QCOMPARE(r->maps->overview(l).size(1), cells);
-            for (int64_t h = 0; h < maps.heads(); ++h) {
-                const auto overview = r->maps->overview(l)[h];
-                const auto byHand = poolUniformByHand(maps.weights(l, h), w);
-                QVERIFY(sameWithNaN(overview, byHand, 1e-6));
-            }
-        }
-    }
-
-    // A capture continuing an earlier one's memory (a text extended at the end) runs only the new
-    // tokens and must equal a capture of the whole text, on every variant: the ReLU family's
-    // scale depends on each row's n_i, ReLUFormer's on γ and n_i.
-    void aContinuedCaptureEqualsAFullOne() {
-        const std::string whole = text_;
-        const std::string start = text_.substr(0, 420);
-        // cut inside a word where its last piece changes when the rest is typed
-        const auto wholeTokens = tiny_->tokenizer.encode(whole).value();
-        std::string midWord;
-        for (size_t cut = 500; cut < 580 && midWord.empty(); ++cut) {
-            const auto t = tiny_->tokenizer.encode(whole.substr(0, cut)).value();
-            if (t.back().id != wholeTokens[t.size() - 1].id) midWord = whole.substr(0, cut);
-        }
-        QVERIFY(!midWord.empty());
-        for (const auto& run : everyVariant()) {
-            const QByteArray name = QByteArray::fromStdString(run.attention.label());
-            CaptureRequest request = viewerRequest(run, 0.1);
-            request.overviewCells = 16;
-            request.overviewFromTokens = 0;
-            request.blockRows = 13;
-            auto full = capture(*tiny_->model, tiny_->tokenizer, whole, request);
-            QVERIFY(full.ok());
-            QCOMPARE(full->reusedTokens, int64_t(0));
-
-            std::shared_ptr<const CaptureMemory> memory;
-            auto first =
-                capture(*tiny_->model, tiny_->tokenizer, start, request, nullptr, nullptr, &memory);
-            QVERIFY(first.ok() && memory);
-            std::shared_ptr<const CaptureMemory> memory2;
-            auto middle = capture(*tiny_->model, tiny_->tokenizer, midWord, request, nullptr,
-                                  memory.get(), &memory2);
-            QVERIFY(middle.ok() && memory2);
-            // every token of the start is shared: the continuation starts at its end
-            QCOMPARE(middle->reusedTokens, int64_t(first->tokens.size()));
-            auto continued =
-                capture(*tiny_->model, tiny_->tokenizer, whole, request, nullptr, memory2.get());
-            QVERIFY(continued.ok());
-            // the word's last piece changed: from the checkpoint before it
-            QVERIFY2(continued->reusedTokens > 0 &&
-                         continued->reusedTokens < int64_t(middle->tokens.size()),
-                     qPrintable(QString("%1 reused %2 of %3")
-                                    .arg(name.constData())
-                                    .arg(continued->reusedTokens)
-                                    .arg(middle->tokens.size())));
-            compareCaptures(*full, *continued, name);
-            if (QTest::currentTestFailed()) return;
-            compareCaptures(*full, *middle, name, /*prefixOnly=*/true);
-            if (QTest::currentTestFailed()) return;
-        }
-        // Another request (variant) or a changed start: nothing is reused, and the result is right.
-        CaptureRequest softmax = viewerRequest(everyVariant()[0], 0.1);
-        CaptureRequest relu = viewerRequest(everyVariant()[1], 0.1);
-        std::shared_ptr<const CaptureMemory> memory;
-        QVERIFY(capture(*tiny_->model, tiny_->tokenizer, start, softmax, nullptr, nullptr, &memory)
-                    .ok());
-        auto other = capture(*tiny_->model, tiny_->tokenizer, whole, relu, nullptr, memory.get());
-        QVERIFY(other.ok());
-        QCOMPARE(other->reusedTokens, int64_t(0));
-        auto edited = capture(*tiny_->model, tiny_->tokenizer, "Once " + whole, softmax, nullptr,
-                              memory.get());
-        QVERIFY(edited.ok());
-        QCOMPARE(edited->reusedTokens, int64_t(0));
-        // maps asked for by name are never continued
-        CaptureRequest withMaps = softmax;
-        withMaps.maps = {{0, 0}};
-        auto mapped =
-            capture(*tiny_->model, tiny_->tokenizer, whole, withMaps, nullptr, memory.get());
-        QVERIFY(mapped.ok());
-        QCOMPARE(mapped->reusedTokens, int64_t(0));
-    }
-
-    // An override or ablation set on layer k, with the capture of the same text before it as
-    // memory: layers below k are taken from that capture and only k and above run, and every
-    // diagnostic, prediction, map, the effect and the lens equal a capture without the memory.
-    // On a bundled model of four layers, for a change at each layer, a layer-wide variant and a
-    // head ablation, on a softmax and a ReLU ÷ n base.
-    void aChangeHigherUpReusesTheLayersBelowIt() {
-        auto loaded = loadModelFolder(std::string(RELULENS_RESOURCES) + "/models/softmax");
-        QVERIFY2(loaded.ok(), loaded ? "" : loaded.error().c_str());
-        const auto& model = *loaded->model;
-        const auto& tokenizer = loaded->tokenizer;
-        const int64_t layers = model.info().nLayers;
-        QCOMPARE(layers, int64_t(4));
-        const std::string text = text_.substr(0, 400);
-        for (const auto& base : {everyVariant()[0], everyVariant()[2]}) {
-            CaptureRequest before = viewerRequest(base, 0.1);
-            before.overviewCells = 16;
-            before.overviewFromTokens = 0;
-            before.blockRows = 19;
-            before.lens = true;
-            std::shared_ptr<const CaptureMemory> memory;
-            QVERIFY(capture(model, tokenizer, text, before, nullptr, nullptr, &memory).ok() &&
-                    memory);
-            for (int64_t k = 0; k < layers; ++k) {
-                AttentionOverride layerWide;
-                layerWide.layer = k;
-                layerWide.spec.kind = AttentionKind::Sparsemax;
-                AttentionOverride ablation;
-                ablation.layer = k;
-                ablation.head = 1;
-                ablation.ablation = Ablation::Uniform;
-                for (const auto& change : {layerWide, ablation}) {
-                    const QByteArray name =
-                        QByteArray::fromStdString(base.attention.label() + " " + change.label());
-                    CaptureRequest changed = before;
-                    changed.run.overrides = {change};
-                    changed.effect = true;
-                    auto full = capture(model, tokenizer, text, changed);
-                    auto reused = capture(model, tokenizer, text, changed, nullptr, memory.get());
-                    QVERIFY(full.ok() && reused.ok());
-                    QCOMPARE(full->reusedLayers, int64_t(0));
-                    // A uniform head has no exact zeros: on a ReLU ÷ n base it switches the whole
-                    // run's sparsity rule (exact zeros → below τ), so nothing below can be reused.
-                    const bool ruleSwitches = base.attention.kind == AttentionKind::ReluLen &&
-                                              change.ablation == Ablation::Uniform;
-                    QCOMPARE(reused->reusedLayers, ruleSwitches ? int64_t(0) : k);
-                    compareCaptures(*full, *reused, name);
-                    if (QTest::currentTestFailed()) return;
-                    QVERIFY(full->effect && reused->effect && full->lens && reused->lens);
-                    const auto& a = *full->effect;
-                    const auto& b = *reused->effect;
-                    QCOMPARE(a.kl.size(), b.kl.size());
-                    for (size_t i = 0; i < a.kl.size(); ++i) {
-                        QVERIFY2(std::abs(a.kl[i] - b.kl[i]) < 1e-5 &&
-                                     std::abs(a.deltaLogProb[i] - b.deltaLogProb[i]) < 1e-4,
-                                 name);
-                    }
-                    QVERIFY2(std::abs(a.loss - b.loss) < 1e-5 &&
-                                 std::abs(a.unchangedLoss - b.unchangedLoss) < 1e-5,
-                             name);
-                    // the change matters: it is not an empty run compared with itself
-                    QVERIFY2(a.unchangedLoss != a.loss, name);
-                    QVERIFY2(maxDifference(full->lens->nextTokenProbability,
-                                           reused->lens->nextTokenProbability) < 1e-5,
-                             name);
-                }
-            }
-        }
-        // Another FFN variant or other tokens: nothing is taken from below.
-        CaptureRequest other = viewerRequest(everyVariant()[0], 0.1);
-        std::shared_ptr<const CaptureMemory> memory;
-        QVERIFY(capture(model, tokenizer, text, other, nullptr, nullptr, &memory).ok());
-        CaptureRequest changed = other;
-        AttentionOverride high;
-        high.layer = 3;
-        high.spec.kind = AttentionKind::ReluLen;
-        changed.run.overrides = {high};
-        auto elsewhere = capture(model, tokenizer, text + " more", changed, nullptr, memory.get());
-        QVERIFY(elsewhere.ok());
-        QCOMPARE(elsewhere->reusedLayers, int64_t(0));
-        changed.run.ffn = FfnKind::Gelu;
-        auto otherFfn = capture(model, tokenizer, text, changed, nullptr, memory.get());
-        QVERIFY(otherFfn.ok());
-        QCOMPARE(otherFfn->reusedLayers, int64_t(0));
-    }
-
-    void pooledMapTakesBlocksInAnyOrder() {
-        // A hand-made 6×6 causal map pooled to 2×3 cells from blocks given out of order.
-        auto full = torch::arange(36, torch::kFloat32).view({1, 6, 6}) + 1;
-        full = full * torch::ones({6, 6}).tril();
-        PooledMap map(1, 0, 6, 0, 6, 2, 3, Pooling::Max, torch::kCPU);
-        map.add(full.narrow(1, 4, 2), 4);
-        map.add(full.narrow(1, 0, 2).narrow(2, 0, 2), 0);  // keys past a block's rows are masked
-        map.add(full.narrow(1, 2, 2).narrow(2, 0, 4), 2);
-        // rows 0-2 × keys 0-1: max of 1, 7, 8, 13, 14 = 14; keys 2-3: 15; keys 4-5: all masked
-        // rows 3-5 × keys 0-1: 32; keys 2-3: 34; keys 4-5: 35, 36 (row 5) and 29 → 36
-        auto got = map.result()[0];
-        QVERIFY(std::isnan(got[0][2].item<float>()));
-        QCOMPARE(got[0][0].item<float>(), 14.0f);
-        QCOMPARE(got[0][1].item<float>(), 15.0f);
-        QCOMPARE(got[1][0].item<float>(), 32.0f);
-        QCOMPARE(got[1][1].item<float>(), 34.0f);
-        QCOMPARE(got[1][2].item<float>(), 36.0f);
-        PooledMap mean(1, 0, 6, 0, 6, 2, 3, Pooling::Mean, torch::kCPU);
-        mean.add(full, 0);
-        // rows 3-5 × keys 4-5: visible 29 (row 4, key 4), 35, 36 (row 5) → 100 / 3
-        QVERIFY(std::abs(mean.result()[0][1][2].item<float>() - 100.0f / 3) < 1e-5);
-    }
-
-    void badRegionsAreRefused() {
-        CaptureRequest lazy;
-        lazy.lazyMaps = true;
-        auto r = capture(*tiny_->model, tiny_->tokenizer, "a short text", lazy);
-        QVERIFY(r.ok());
-        const auto& maps = *r->maps->lazy();
-        QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(5, 0));
-        QVERIFY_THROWS_EXCEPTION(std::out_of_range, maps.weights(0, 0, 0, maps.tokens() + 1, 0, 1));
-        QVERIFY_THROWS_EXCEPTION(std::out_of_range,
-                                 maps.pooled(0, 9, 0, 1, 0, 1, 1, 1, Pooling::Max));
-    }
-
-    void everyMapAtOnceIsCappedButLazyIsNot() {
-        std::string text;
-        while (text.size() < 5000) text += text_;
-        CaptureRequest full;
-        full.allMaps = true;
-        full.maxAllMapsTokens = 200;
-        auto refused = capture(*tiny_->model, tiny_->tokenizer, text, full);
-        QVERIFY(!refused.ok());
-        QVERIFY2(QString::fromStdString(refused.error())
-                     .contains("every map at once is kept for at most 200"),
-                 refused.error().c_str());
-        CaptureRequest lazy;
-        lazy.lazyMaps = true;
-        lazy.maxAllMapsTokens = 200;
-        auto fine = capture(*tiny_->model, tiny_->tokenizer, text, lazy);
-        QVERIFY2(fine.ok(), fine ? "" : fine.error().c_str());
-        QVERIFY(fine->maps->lazy()->tokens() > 200);
-    }
+// Loaded once, on first use (initTestCase): the tiny model and the text every capture reads.
+struct Fixture {
+    LoadedModel tiny = loadTiny();
+    std::string text = readText(relulens::test::dataPath("excerpt.txt")).substr(0, 600);
 };
 
-QTEST_GUILESS_MAIN(TestAttentionMaps)
-#include "test_attention_maps.moc"
+const Fixture& fixture() {
+    static Fixture f;
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("inPlaceMaskingEqualsTheGeneralPath") {
+    // Without autograd the causal boundary is masked in place on the last square of keys;
+    // with it, through a full mask. Both must give the same weights for every variant.
+    for (const auto& run : everyVariant()) {
+        for (int64_t offset : {0, 5}) {
+            auto scores = torch::randn({3, 4, offset + 4});
+            const auto gamma = torch::rand({3}) + 0.5;
+            torch::Tensor fast;
+            {
+                torch::NoGradGuard noGrad;
+                fast = attentionWeights(scores.clone(), run.attention, gamma, offset, true);
+            }
+            auto tracked = scores.clone().set_requires_grad(true);
+            auto general = attentionWeights(tracked, run.attention, gamma, offset).detach();
+            REQUIRE_MESSAGE(maxDifference(fast, general) < 1e-6, run.attention.label().c_str());
+            REQUIRE(fast.narrow(-1, offset, 4).triu(1).abs().sum().item<double>() == 0);
+        }
+    }
+}
+
+TEST_CASE("blockedForwardEqualsOneBlock") {
+    const Fixture& fx = fixture();
+    torch::NoGradGuard noGrad;
+    auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {2, 50}, torch::kLong);
+    for (const auto& run : everyVariant()) {
+        auto whole = fx.tiny.model->forward(ids, run);
+        ForwardTrace blocked;
+        blocked.blockRows = 7;  // 50 rows: 7 blocks of 7 and one of 1
+        int blocks = 0;
+        blocked.onAttentionBlock = [&](int64_t, int64_t, const torch::Tensor&) { ++blocks; };
+        auto pieces = fx.tiny.model->forward(ids, run, &blocked);
+        REQUIRE(blocks == 8 * int(fx.tiny.model->info().nLayers));
+        REQUIRE_MESSAGE(maxDifference(whole, pieces) < 1e-4, run.attention.label().c_str());
+    }
+}
+
+TEST_CASE("lazyAndFullCaptureAgreeOnEveryVariant") {
+    const Fixture& fx = fixture();
+    for (const auto& run : everyVariant()) {
+        const std::string name = run.attention.label();
+        CaptureRequest full;
+        full.run = run;
+        full.allMaps = true;
+        auto a = capture(*fx.tiny.model, fx.tiny.tokenizer, fx.text, full);
+        REQUIRE_MESSAGE(a.ok(), (a ? "" : a.error().c_str()));
+        CaptureRequest lazy;
+        lazy.run = run;
+        lazy.lazyMaps = true;
+        lazy.blockRows = 13;  // diagnostics accumulated over many blocks of rows
+        auto b = capture(*fx.tiny.model, fx.tiny.tokenizer, fx.text, lazy);
+        REQUIRE_MESSAGE(b.ok(), (b ? "" : b.error().c_str()));
+        REQUIRE(b->maps->requested().empty());
+        REQUIRE(b->maps->lazy());
+        const auto& maps = *b->maps->lazy();
+        const int64_t L = int64_t(a->tokens.size());
+        REQUIRE(L > 100);
+        REQUIRE(maps.tokens() == L);
+        for (const auto& m : a->maps->requested()) {
+            const auto w = maps.weights(m.ref.layer, m.ref.head);
+            REQUIRE_MESSAGE(maxDifference(w, m.weights) < 1e-5,
+                            name << " " << maxDifference(w, m.weights));
+            const auto s = maps.scores(m.ref.layer, m.ref.head, 0, L, 0, L);
+            REQUIRE_MESSAGE(relativeDifference(s, m.scores) < 1e-5, name);
+            // a tile is the same slice of the map
+            const auto tile = maps.weights(m.ref.layer, m.ref.head, 40, 77, 10, 61);
+            REQUIRE_MESSAGE(maxDifference(tile, m.weights.slice(0, 40, 77).slice(1, 10, 61)) < 1e-5,
+                            name);
+        }
+        // the mean of a layer's heads
+        std::vector<torch::Tensor> layer1;
+        for (const auto& m : a->maps->requested()) {
+            if (m.ref.layer == 1) layer1.push_back(m.weights);
+        }
+        REQUIRE(maxDifference(maps.weights(1, -1), torch::stack(layer1).mean(0)) < 1e-5);
+        // The first token's share and sink score, worked out from each full map row by row.
+        for (const auto& m : a->maps->requested()) {
+            const auto w = m.weights.to(torch::kFloat64).contiguous();
+            const double* p = w.data_ptr<double>();
+            double share = 0, score = p[0];
+            int64_t rows = 0;
+            for (int64_t i = 1; i < L; ++i) {
+                double mass = 0;
+                for (int64_t j = 0; j <= i; ++j) mass += p[i * L + j];
+                score += p[i * L];
+                if (mass > 0) {
+                    share += p[i * L] / mass;
+                    ++rows;
+                }
+            }
+            const auto& sink =
+                b->layers[size_t(m.ref.layer)].attentionDiagnostics.heads[size_t(m.ref.head)].sink;
+            REQUIRE_MESSAGE(
+                std::abs(sink.firstTokenShare - share / double(std::max<int64_t>(rows, 1))) < 1e-5,
+                name);
+            REQUIRE_MESSAGE(std::abs(sink.sinkScore - score / double(L)) < 1e-6, name);
+            REQUIRE(sink.sinkHead == (score / double(L) > 0.3));
+            REQUIRE(sink.zeroMassRows == L - 1 - rows);
+        }
+
+        REQUIRE(a->predictions.size() == b->predictions.size());
+        for (size_t i = 0; i < a->predictions.size(); ++i) {
+            REQUIRE(a->predictions[i][0].id == b->predictions[i][0].id);
+            REQUIRE(std::abs(a->predictions[i][0].probability - b->predictions[i][0].probability) <
+                    1e-5);
+        }
+        for (size_t l = 0; l < a->layers.size(); ++l) {
+            const auto& x = a->layers[l].attentionDiagnostics;
+            const auto& y = b->layers[l].attentionDiagnostics;
+            REQUIRE_MESSAGE(maxDifference(x.rowSparsity, y.rowSparsity) < 1e-6, name);
+            // GELU rows whose positive and negative weights nearly cancel (mass 0.005) magnify
+            // rounding in the normalised entropy; 1e-4 relative still pins it down.
+            REQUIRE_MESSAGE(relativeDifference(x.rowEntropy, y.rowEntropy) < 1e-4, name);
+            REQUIRE_MESSAGE(relativeDifference(x.rowMass, y.rowMass) < 1e-5, name);
+            for (size_t h = 0; h < x.heads.size(); ++h) {
+                const auto& p = x.heads[h];
+                const auto& q = y.heads[h];
+                REQUIRE_MESSAGE(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
+                REQUIRE_MESSAGE(close(p.rowMass, q.rowMass, 1e-5), name);
+                REQUIRE_MESSAGE(close(p.entropy, q.entropy, 1e-4), name);
+                REQUIRE_MESSAGE(std::abs(p.topShare - q.topShare) < 1e-5, name);
+                REQUIRE_MESSAGE(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
+                REQUIRE_MESSAGE(close(p.outputVariance, q.outputVariance, 1e-5), name);
+                REQUIRE(p.emptyRows == q.emptyRows);
+                REQUIRE(p.distanceProfile.size() == q.distanceProfile.size());
+                for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
+                    REQUIRE_MESSAGE(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("theMapSourceAnswersAlikeFromEveryRepresentation") {
+    const Fixture& fx = fixture();
+    // The same questions to a source holding every map materialised by the forward pass and
+    // to one holding only queries and keys (with overviews): the same answers, whichever
+    // representation the source picks; a source with neither says it has no map.
+    CaptureRequest full = viewerRequest(fx.tiny.model->info().trained, 0.1);
+    full.lazyMaps = false;
+    full.allMaps = true;
+    full.overviewCells = 0;
+    CaptureRequest lazy = viewerRequest(fx.tiny.model->info().trained, 0.1);
+    lazy.overviewCells = 16;
+    lazy.overviewFromTokens = 0;  // overviews even for this short text
+    auto a = capture(*fx.tiny.model, fx.tiny.tokenizer, fx.text, full);
+    auto b = capture(*fx.tiny.model, fx.tiny.tokenizer, fx.text, lazy);
+    REQUIRE((a.ok() && b.ok()));
+    const auto& x = *a->maps;
+    const auto& y = *b->maps;
+    REQUIRE((!x.lazy() && y.lazy() && y.overview(0).defined()));
+    const int64_t L = x.tokens();
+    for (int64_t head : {0, 1, -1}) {
+        REQUIRE(maxDifference(x.weights(1, head), y.weights(1, head)) < 1e-5);
+        REQUIRE(maxDifference(x.weights(0, head, 3, 17, 2, 9), y.weights(0, head, 3, 17, 2, 9)) <
+                1e-5);
+        REQUIRE(maxDifference(x.scores(1, head, 0, L, 0, L), y.scores(1, head, 0, L, 0, L)) < 1e-4);
+        REQUIRE(std::abs(x.weightAt(1, head, L - 1, 3) - y.weightAt(1, head, L - 1, 3)) < 1e-6);
+        const auto px = x.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
+        const auto py = y.pooled(1, head, 0, L, 0, L, 16, 16, Pooling::Mean);
+        REQUIRE(torch::allclose(px, py, 1e-5, 1e-6, /*equal_nan=*/true));
+    }
+    // The whole map max-pooled comes from y's overview: cells of 32 × 32 tokens (the power
+    // of two giving at most 16 a side), the max of x's entries in each.
+    REQUIRE_MESSAGE((L > 256 && L <= 512), std::to_string(L));
+    const auto fromOverview = y.pooled(0, 1, 0, L, 0, L, 16, 16, Pooling::Max);
+    REQUIRE(sameWithNaN(fromOverview, poolUniformByHand(x.weights(0, 1), 32), 1e-6));
+    const MapSource none(L, {}, nullptr, {});
+    REQUIRE(!none.has(0, 0));
+    REQUIRE(!none.weights(0, 0).defined());
+    REQUIRE(std::isnan(none.weightAt(0, 0, 1, 0)));
+    REQUIRE(!x.weights(0, 0, 5, 2, 0, 3).defined());  // an empty region
+}
+
+TEST_CASE("pooledMapsAgreeWithPoolingByHand") {
+    const Fixture& fx = fixture();
+    CaptureRequest lazy;
+    lazy.run.attention.kind = AttentionKind::Softmax;
+    lazy.lazyMaps = true;
+    auto r = capture(*fx.tiny.model, fx.tiny.tokenizer, fx.text, lazy);
+    REQUIRE(r.ok());
+    const auto& maps = *r->maps->lazy();
+    const int64_t L = maps.tokens();
+    const auto full = maps.weights(0, 1);
+    const auto mean = maps.weights(1, -1);
+    struct Case {
+        int64_t r0, r1, k0, k1, rows, keys;
+    };
+    // the whole map unevenly, a tile across the diagonal, one above it (all masked), and a
+    // region smaller than the requested cells (no pooling)
+    for (const Case& c : {Case{0, L, 0, L, 9, 11}, Case{30, 95, 20, 90, 6, 13},
+                          Case{5, 20, 40, 60, 3, 4}, Case{50, 58, 45, 52, 100, 100}}) {
+        for (bool max : {true, false}) {
+            const auto pooling = max ? Pooling::Max : Pooling::Mean;
+            const int64_t rows = std::min(c.rows, c.r1 - c.r0),
+                          keys = std::min(c.keys, c.k1 - c.k0);
+            auto expected = poolByHand(full, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
+            auto got = maps.pooled(0, 1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling);
+            REQUIRE_MESSAGE(sameWithNaN(got, expected, 1e-6),
+                            "rows " << c.r0 << "-" << c.r1 << " keys " << c.k0 << "-" << c.k1 << " "
+                                    << (max ? "max" : "mean"));
+            auto expectedMean = poolByHand(mean, c.r0, c.r1, c.k0, c.k1, rows, keys, max);
+            REQUIRE(sameWithNaN(maps.pooled(1, -1, c.r0, c.r1, c.k0, c.k1, c.rows, c.keys, pooling),
+                                expectedMean, 1e-6));
+        }
+    }
+    // the region above the diagonal holds only masked entries
+    REQUIRE(maps.pooled(0, 1, 5, 20, 40, 60, 3, 4, Pooling::Max).isnan().all().item<bool>());
+    // no pooling at full size: the cells are the map itself, masked entries NaN
+    auto exact = maps.pooled(0, 1, 0, L, 0, L, L, L, Pooling::Mean);
+    REQUIRE(sameWithNaN(exact,
+                        full.masked_fill(torch::ones({L, L}, torch::kBool).triu(1),
+                                         std::numeric_limits<float>::quiet_NaN()),
+                        1e-7));
+}
+
+TEST_CASE("overviewsMadeDuringTheForwardEqualPoolingAfterIt") {
+    const Fixture& fx = fixture();
+    CaptureRequest request;
+    request.run.attention.kind = AttentionKind::ReluLen;
+    request.lazyMaps = true;
+    request.overviewCells = 64;
+    request.overviewFromTokens = 0;
+    request.blockRows = 17;
+    auto r = capture(*fx.tiny.model, fx.tiny.tokenizer, fx.text, request);
+    REQUIRE(r.ok());
+    const auto& maps = *r->maps->lazy();
+    const int64_t L = maps.tokens();
+    REQUIRE((r->maps->overview(maps.layers() - 1).defined() &&
+             !r->maps->overview(maps.layers()).defined()));
+    // Cells of w × w tokens, w the smallest power of two giving at most 64 a side.
+    REQUIRE_MESSAGE((L > 256 && L <= 512), std::to_string(L));
+    const int64_t w = 8, cells = (L + w - 1) / w;
+    for (int64_t l = 0; l < maps.layers(); ++l) {
+        REQUIRE(r->maps->overview(l).size(1) == cells);
+        for (int64_t h = 0; h < maps.heads(); ++h) {
+            const auto overview = r->maps->overview(l)[h];
+            const auto byHand = poolUniformByHand(maps.weights(l, h), w);
+            REQUIRE(sameWithNaN(overview, byHand, 1e-6));
+        }
+    }
+}
+
+// A capture continuing an earlier one's memory (a text extended at the end) runs only the new
+// tokens and must equal a capture of the whole text, on every variant: the ReLU family's
+// scale depends on each row's n_i, ReLUFormer's on γ and n_i.
+TEST_CASE("aContinuedCaptureEqualsAFullOne") {
+    const Fixture& fx = fixture();
+    const std::string whole = fx.text;
+    const std::string start = fx.text.substr(0, 420);
+    // cut inside a word where its last piece changes when the rest is typed
+    const auto wholeTokens = fx.tiny.tokenizer.encode(whole).value();
+    std::string midWord;
+    for (size_t cut = 500; cut < 580 && midWord.empty(); ++cut) {
+        const auto t = fx.tiny.tokenizer.encode(whole.substr(0, cut)).value();
+        if (t.back().id != wholeTokens[t.size() - 1].id) midWord = whole.substr(0, cut);
+    }
+    REQUIRE(!midWord.empty());
+    for (const auto& run : everyVariant()) {
+        const std::string name = run.attention.label();
+        CaptureRequest request = viewerRequest(run, 0.1);
+        request.overviewCells = 16;
+        request.overviewFromTokens = 0;
+        request.blockRows = 13;
+        auto full = capture(*fx.tiny.model, fx.tiny.tokenizer, whole, request);
+        REQUIRE(full.ok());
+        REQUIRE(full->reusedTokens == int64_t(0));
+
+        std::shared_ptr<const CaptureMemory> memory;
+        auto first =
+            capture(*fx.tiny.model, fx.tiny.tokenizer, start, request, nullptr, nullptr, &memory);
+        REQUIRE((first.ok() && memory));
+        std::shared_ptr<const CaptureMemory> memory2;
+        auto middle = capture(*fx.tiny.model, fx.tiny.tokenizer, midWord, request, nullptr,
+                              memory.get(), &memory2);
+        REQUIRE((middle.ok() && memory2));
+        // every token of the start is shared: the continuation starts at its end
+        REQUIRE(middle->reusedTokens == int64_t(first->tokens.size()));
+        auto continued =
+            capture(*fx.tiny.model, fx.tiny.tokenizer, whole, request, nullptr, memory2.get());
+        REQUIRE(continued.ok());
+        // the word's last piece changed: from the checkpoint before it
+        REQUIRE_MESSAGE(
+            (continued->reusedTokens > 0 &&
+             continued->reusedTokens < int64_t(middle->tokens.size())),
+            name << " reused " << continued->reusedTokens << " of " << middle->tokens.size());
+        compareCaptures(*full, *continued, name);
+        compareCaptures(*full, *middle, name, /*prefixOnly=*/true);
+    }
+    // Another request (variant) or a changed start: nothing is reused, and the result is right.
+    CaptureRequest softmax = viewerRequest(everyVariant()[0], 0.1);
+    CaptureRequest relu = viewerRequest(everyVariant()[1], 0.1);
+    std::shared_ptr<const CaptureMemory> memory;
+    REQUIRE(
+        capture(*fx.tiny.model, fx.tiny.tokenizer, start, softmax, nullptr, nullptr, &memory).ok());
+    auto other = capture(*fx.tiny.model, fx.tiny.tokenizer, whole, relu, nullptr, memory.get());
+    REQUIRE(other.ok());
+    REQUIRE(other->reusedTokens == int64_t(0));
+    auto edited =
+        capture(*fx.tiny.model, fx.tiny.tokenizer, "Once " + whole, softmax, nullptr, memory.get());
+    REQUIRE(edited.ok());
+    REQUIRE(edited->reusedTokens == int64_t(0));
+    // maps asked for by name are never continued
+    CaptureRequest withMaps = softmax;
+    withMaps.maps = {{0, 0}};
+    auto mapped =
+        capture(*fx.tiny.model, fx.tiny.tokenizer, whole, withMaps, nullptr, memory.get());
+    REQUIRE(mapped.ok());
+    REQUIRE(mapped->reusedTokens == int64_t(0));
+}
+
+// An override or ablation set on layer k, with the capture of the same text before it as
+// memory: layers below k are taken from that capture and only k and above run, and every
+// diagnostic, prediction, map, the effect and the lens equal a capture without the memory.
+// On a bundled model of four layers, for a change at each layer, a layer-wide variant and a
+// head ablation, on a softmax and a ReLU ÷ n base.
+TEST_CASE("aChangeHigherUpReusesTheLayersBelowIt") {
+    const Fixture& fx = fixture();
+    auto loaded = loadModelFolder(std::string(RELULENS_RESOURCES) + "/models/softmax");
+    REQUIRE_MESSAGE(loaded.ok(), (loaded ? "" : loaded.error().c_str()));
+    const auto& model = *loaded->model;
+    const auto& tokenizer = loaded->tokenizer;
+    const int64_t layers = model.info().nLayers;
+    REQUIRE(layers == int64_t(4));
+    const std::string text = fx.text.substr(0, 400);
+    for (const auto& base : {everyVariant()[0], everyVariant()[2]}) {
+        CaptureRequest before = viewerRequest(base, 0.1);
+        before.overviewCells = 16;
+        before.overviewFromTokens = 0;
+        before.blockRows = 19;
+        before.lens = true;
+        std::shared_ptr<const CaptureMemory> memory;
+        REQUIRE(
+            (capture(model, tokenizer, text, before, nullptr, nullptr, &memory).ok() && memory));
+        for (int64_t k = 0; k < layers; ++k) {
+            AttentionOverride layerWide;
+            layerWide.layer = k;
+            layerWide.spec.kind = AttentionKind::Sparsemax;
+            AttentionOverride ablation;
+            ablation.layer = k;
+            ablation.head = 1;
+            ablation.ablation = Ablation::Uniform;
+            for (const auto& change : {layerWide, ablation}) {
+                const std::string name = base.attention.label() + " " + change.label();
+                CaptureRequest changed = before;
+                changed.run.overrides = {change};
+                changed.effect = true;
+                auto full = capture(model, tokenizer, text, changed);
+                auto reused = capture(model, tokenizer, text, changed, nullptr, memory.get());
+                REQUIRE((full.ok() && reused.ok()));
+                REQUIRE(full->reusedLayers == int64_t(0));
+                // A uniform head has no exact zeros: on a ReLU ÷ n base it switches the whole
+                // run's sparsity rule (exact zeros → below τ), so nothing below can be reused.
+                const bool ruleSwitches = base.attention.kind == AttentionKind::ReluLen &&
+                                          change.ablation == Ablation::Uniform;
+                REQUIRE(reused->reusedLayers == (ruleSwitches ? int64_t(0) : k));
+                compareCaptures(*full, *reused, name);
+                REQUIRE((full->effect && reused->effect && full->lens && reused->lens));
+                const auto& a = *full->effect;
+                const auto& b = *reused->effect;
+                REQUIRE(a.kl.size() == b.kl.size());
+                for (size_t i = 0; i < a.kl.size(); ++i) {
+                    REQUIRE_MESSAGE((std::abs(a.kl[i] - b.kl[i]) < 1e-5 &&
+                                     std::abs(a.deltaLogProb[i] - b.deltaLogProb[i]) < 1e-4),
+                                    name);
+                }
+                REQUIRE_MESSAGE((std::abs(a.loss - b.loss) < 1e-5 &&
+                                 std::abs(a.unchangedLoss - b.unchangedLoss) < 1e-5),
+                                name);
+                // the change matters: it is not an empty run compared with itself
+                REQUIRE_MESSAGE(a.unchangedLoss != a.loss, name);
+                REQUIRE_MESSAGE(maxDifference(full->lens->nextTokenProbability,
+                                              reused->lens->nextTokenProbability) < 1e-5,
+                                name);
+            }
+        }
+    }
+    // Another FFN variant or other tokens: nothing is taken from below.
+    CaptureRequest other = viewerRequest(everyVariant()[0], 0.1);
+    std::shared_ptr<const CaptureMemory> memory;
+    REQUIRE(capture(model, tokenizer, text, other, nullptr, nullptr, &memory).ok());
+    CaptureRequest changed = other;
+    AttentionOverride high;
+    high.layer = 3;
+    high.spec.kind = AttentionKind::ReluLen;
+    changed.run.overrides = {high};
+    auto elsewhere = capture(model, tokenizer, text + " more", changed, nullptr, memory.get());
+    REQUIRE(elsewhere.ok());
+    REQUIRE(elsewhere->reusedLayers == int64_t(0));
+    changed.run.ffn = FfnKind::Gelu;
+    auto otherFfn = capture(model, tokenizer, text, changed, nullptr, memory.get());
+    REQUIRE(otherFfn.ok());
+    REQUIRE(otherFfn->reusedLayers == int64_t(0));
+}
+
+TEST_CASE("pooledMapTakesBlocksInAnyOrder") {
+    // A hand-made 6×6 causal map pooled to 2×3 cells from blocks given out of order.
+    auto full = torch::arange(36, torch::kFloat32).view({1, 6, 6}) + 1;
+    full = full * torch::ones({6, 6}).tril();
+    PooledMap map(1, 0, 6, 0, 6, 2, 3, Pooling::Max, torch::kCPU);
+    map.add(full.narrow(1, 4, 2), 4);
+    map.add(full.narrow(1, 0, 2).narrow(2, 0, 2), 0);  // keys past a block's rows are masked
+    map.add(full.narrow(1, 2, 2).narrow(2, 0, 4), 2);
+    // rows 0-2 × keys 0-1: max of 1, 7, 8, 13, 14 = 14; keys 2-3: 15; keys 4-5: all masked
+    // rows 3-5 × keys 0-1: 32; keys 2-3: 34; keys 4-5: 35, 36 (row 5) and 29 → 36
+    auto got = map.result()[0];
+    REQUIRE(std::isnan(got[0][2].item<float>()));
+    REQUIRE(got[0][0].item<float>() == doctest::Approx(14.0f).epsilon(1e-5));
+    REQUIRE(got[0][1].item<float>() == doctest::Approx(15.0f).epsilon(1e-5));
+    REQUIRE(got[1][0].item<float>() == doctest::Approx(32.0f).epsilon(1e-5));
+    REQUIRE(got[1][1].item<float>() == doctest::Approx(34.0f).epsilon(1e-5));
+    REQUIRE(got[1][2].item<float>() == doctest::Approx(36.0f).epsilon(1e-5));
+    PooledMap mean(1, 0, 6, 0, 6, 2, 3, Pooling::Mean, torch::kCPU);
+    mean.add(full, 0);
+    // rows 3-5 × keys 4-5: visible 29 (row 4, key 4), 35, 36 (row 5) → 100 / 3
+    REQUIRE(std::abs(mean.result()[0][1][2].item<float>() - 100.0f / 3) < 1e-5);
+}
+
+TEST_CASE("badRegionsAreRefused") {
+    const Fixture& fx = fixture();
+    CaptureRequest lazy;
+    lazy.lazyMaps = true;
+    auto r = capture(*fx.tiny.model, fx.tiny.tokenizer, "a short text", lazy);
+    REQUIRE(r.ok());
+    const auto& maps = *r->maps->lazy();
+    REQUIRE_THROWS_AS(maps.weights(5, 0), std::out_of_range);
+    REQUIRE_THROWS_AS(maps.weights(0, 0, 0, maps.tokens() + 1, 0, 1), std::out_of_range);
+    REQUIRE_THROWS_AS(maps.pooled(0, 9, 0, 1, 0, 1, 1, 1, Pooling::Max), std::out_of_range);
+}
+
+TEST_CASE("everyMapAtOnceIsCappedButLazyIsNot") {
+    const Fixture& fx = fixture();
+    std::string text;
+    while (text.size() < 5000) text += fx.text;
+    CaptureRequest full;
+    full.allMaps = true;
+    full.maxAllMapsTokens = 200;
+    auto refused = capture(*fx.tiny.model, fx.tiny.tokenizer, text, full);
+    REQUIRE(!refused.ok());
+    REQUIRE_MESSAGE(
+        relulens::test::contains(refused.error(), "every map at once is kept for at most 200"),
+        refused.error());
+    CaptureRequest lazy;
+    lazy.lazyMaps = true;
+    lazy.maxAllMapsTokens = 200;
+    auto fine = capture(*fx.tiny.model, fx.tiny.tokenizer, text, lazy);
+    REQUIRE_MESSAGE(fine.ok(), (fine ? "" : fine.error().c_str()));
+    REQUIRE(fine->maps->lazy()->tokens() > 200);
+}

@@ -1,11 +1,9 @@
 // Diagnostics (PAPERS.md) against hand-worked 3×3 maps.
-#include <QtTest>
-
 #include <cmath>
 
 #include "core/attention.h"
 #include "core/diagnostics.h"
-#include "test_support.h"
+#include "core_test.h"
 
 using namespace relulens::core;
 
@@ -17,152 +15,151 @@ torch::Tensor map(std::vector<float> values) {
 
 }  // namespace
 
-class TestDiagnostics : public QObject {
-    Q_OBJECT
-private Q_SLOTS:
-    void reluStyleMap() {
-        // row 0: [0.5]; row 1: [0, 2]; row 2: [1, 1, 0]
-        auto w = map({0.5, 0, 0, 0, 2, 0, 1, 1, 0});
-        auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
-        QCOMPARE(d.heads.size(), size_t(1));
-        const auto& h = d.heads[0];
-        QVERIFY(std::abs(h.sparsity - 2.0 / 6.0) < 1e-6);  // 2 of 6 visible entries are 0
-        QVERIFY(std::abs(h.rowMass - 1.5) < 1e-6);         // (0.5 + 2 + 2) / 3
-        QVERIFY(std::abs(h.rowMassStd - std::sqrt(0.5)) < 1e-6);
-        QVERIFY(std::abs(h.entropy - std::log(2.0) / 3.0) < 1e-6);   // rows: 0, 0, ln 2
-        QVERIFY(std::abs(h.topShare - 2.5 / 3.0) < 1e-6);            // 1, 1, 0.5
-        QVERIFY(std::abs(h.topOnePercentShare - 2.5 / 3.0) < 1e-6);  // top 1 % is top 1 at n <= 100
-        QCOMPARE(h.emptyRows, int64_t(0));
-        // distance 0: (0.5 + 2 + 0) / 3; distance 1: (0 + 1) / 2; distance 2: 1 / 1
-        QCOMPARE(h.distanceProfile.size(), size_t(3));
-        QVERIFY(std::abs(h.distanceProfile[0] - 2.5 / 3.0) < 1e-6);
-        QVERIFY(std::abs(h.distanceProfile[1] - 0.5) < 1e-6);
-        QVERIFY(std::abs(h.distanceProfile[2] - 1.0) < 1e-6);
-        RL_COMPARE_ROWS(d.rowSparsity, (std::vector<std::vector<double>>{{0, 0.5, 1.0 / 3}}), 1e-6);
-    }
+TEST_CASE("reluStyleMap") {
+    // row 0: [0.5]; row 1: [0, 2]; row 2: [1, 1, 0]
+    auto w = map({0.5, 0, 0, 0, 2, 0, 1, 1, 0});
+    auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+    REQUIRE(d.heads.size() == size_t(1));
+    const auto& h = d.heads[0];
+    REQUIRE(std::abs(h.sparsity - 2.0 / 6.0) < 1e-6);  // 2 of 6 visible entries are 0
+    REQUIRE(std::abs(h.rowMass - 1.5) < 1e-6);         // (0.5 + 2 + 2) / 3
+    REQUIRE(std::abs(h.rowMassStd - std::sqrt(0.5)) < 1e-6);
+    REQUIRE(std::abs(h.entropy - std::log(2.0) / 3.0) < 1e-6);   // rows: 0, 0, ln 2
+    REQUIRE(std::abs(h.topShare - 2.5 / 3.0) < 1e-6);            // 1, 1, 0.5
+    REQUIRE(std::abs(h.topOnePercentShare - 2.5 / 3.0) < 1e-6);  // top 1 % is top 1 at n <= 100
+    REQUIRE(h.emptyRows == int64_t(0));
+    // distance 0: (0.5 + 2 + 0) / 3; distance 1: (0 + 1) / 2; distance 2: 1 / 1
+    REQUIRE(h.distanceProfile.size() == size_t(3));
+    REQUIRE(std::abs(h.distanceProfile[0] - 2.5 / 3.0) < 1e-6);
+    REQUIRE(std::abs(h.distanceProfile[1] - 0.5) < 1e-6);
+    REQUIRE(std::abs(h.distanceProfile[2] - 1.0) < 1e-6);
+    RL_COMPARE_ROWS(d.rowSparsity, (std::vector<std::vector<double>>{{0, 0.5, 1.0 / 3}}), 1e-6);
+}
 
-    void emptyRowsAreLeftOutOfEntropy() {
-        auto w = map({0, 0, 0, 0.2f, 0.8f, 0, 0.1f, 0.2f, 0.7f});
-        auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
-        const auto& h = d.heads[0];
-        QCOMPARE(h.emptyRows, int64_t(1));
-        const double e1 = -(0.2 * std::log(0.2) + 0.8 * std::log(0.8));
-        const double e2 = -(0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.7 * std::log(0.7));
-        QVERIFY(std::abs(h.entropy - (e1 + e2) / 2) < 1e-6);
-        QVERIFY(std::abs(h.topShare - 0.75) < 1e-6);
-        QVERIFY(std::abs(h.sparsity - 1.0 / 6.0) < 1e-6);
-    }
+TEST_CASE("emptyRowsAreLeftOutOfEntropy") {
+    auto w = map({0, 0, 0, 0.2f, 0.8f, 0, 0.1f, 0.2f, 0.7f});
+    auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+    const auto& h = d.heads[0];
+    REQUIRE(h.emptyRows == int64_t(1));
+    const double e1 = -(0.2 * std::log(0.2) + 0.8 * std::log(0.8));
+    const double e2 = -(0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.7 * std::log(0.7));
+    REQUIRE(std::abs(h.entropy - (e1 + e2) / 2) < 1e-6);
+    REQUIRE(std::abs(h.topShare - 0.75) < 1e-6);
+    REQUIRE(std::abs(h.sparsity - 1.0 / 6.0) < 1e-6);
+}
 
-    void softmaxSparsityUsesTau() {
-        // τ_i = 0.1 / n_i: 0.04 < 0.05 in row 1 and 0.02 < 0.0333 in row 2 count; nothing is 0.
-        auto w = map({1, 0, 0, 0.96f, 0.04f, 0, 0.02f, 0.5f, 0.48f});
-        auto thresholded = attentionDiagnostics(w, torch::Tensor(), SparsityRule{false, 0.1});
-        QVERIFY(std::abs(thresholded.heads[0].sparsity - 2.0 / 6.0) < 1e-6);
-        auto exact = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
-        QCOMPARE(exact.heads[0].sparsity, 0.0);
-        // τ scale 1.5: τ = 1.5, 0.75, 0.5 -> 1 (row 0), 0.04, and 0.02, 0.48 (row 2) count.
-        auto wider = attentionDiagnostics(w, torch::Tensor(), SparsityRule{false, 1.5});
-        QVERIFY(std::abs(wider.heads[0].sparsity - 4.0 / 6.0) < 1e-6);
-        auto rule = attentionSparsityRule(AttentionSpec{}, 0.1);
-        QVERIFY(!rule.exactZero);
-    }
+TEST_CASE("softmaxSparsityUsesTau") {
+    // τ_i = 0.1 / n_i: 0.04 < 0.05 in row 1 and 0.02 < 0.0333 in row 2 count; nothing is 0.
+    auto w = map({1, 0, 0, 0.96f, 0.04f, 0, 0.02f, 0.5f, 0.48f});
+    auto thresholded = attentionDiagnostics(w, torch::Tensor(), SparsityRule{false, 0.1});
+    REQUIRE(std::abs(thresholded.heads[0].sparsity - 2.0 / 6.0) < 1e-6);
+    auto exact = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+    REQUIRE(exact.heads[0].sparsity == doctest::Approx(0.0).epsilon(1e-12));
+    // τ scale 1.5: τ = 1.5, 0.75, 0.5 -> 1 (row 0), 0.04, and 0.02, 0.48 (row 2) count.
+    auto wider = attentionDiagnostics(w, torch::Tensor(), SparsityRule{false, 1.5});
+    REQUIRE(std::abs(wider.heads[0].sparsity - 4.0 / 6.0) < 1e-6);
+    auto rule = attentionSparsityRule(AttentionSpec{}, 0.1);
+    REQUIRE(!rule.exactZero);
+}
 
-    void topOnePercentOnLongRows() {
-        // 250 rows: row i keeps its top ceil(0.01 · (i + 1)) entries (1, 2 or 3), summed by hand.
-        torch::manual_seed(11);
-        const int L = 250;
-        auto w = torch::rand({1, L, L}) * torch::tril(torch::ones({L, L}));
-        auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
-        double expected = 0;
-        for (int i = 0; i < L; ++i) {
-            std::vector<double> row;
-            double mass = 0;
-            for (int j = 0; j <= i; ++j) {
-                row.push_back(w[0][i][j].item<double>());
-                mass += row.back();
-            }
-            std::sort(row.rbegin(), row.rend());
-            const int k = int(std::ceil(0.01 * (i + 1)));
-            double top = 0;
-            for (int j = 0; j < k; ++j) top += row[size_t(j)];
-            expected += top / mass;
+TEST_CASE("topOnePercentOnLongRows") {
+    // 250 rows: row i keeps its top ceil(0.01 · (i + 1)) entries (1, 2 or 3), summed by hand.
+    torch::manual_seed(11);
+    const int L = 250;
+    auto w = torch::rand({1, L, L}) * torch::tril(torch::ones({L, L}));
+    auto d = attentionDiagnostics(w, torch::Tensor(), SparsityRule{true, 0.1});
+    double expected = 0;
+    for (int i = 0; i < L; ++i) {
+        std::vector<double> row;
+        double mass = 0;
+        for (int j = 0; j <= i; ++j) {
+            row.push_back(w[0][i][j].item<double>());
+            mass += row.back();
         }
-        QVERIFY(std::abs(d.heads[0].topOnePercentShare - expected / L) < 1e-5);
+        std::sort(row.rbegin(), row.rend());
+        const int k = int(std::ceil(0.01 * (i + 1)));
+        double top = 0;
+        for (int j = 0; j < k; ++j) top += row[size_t(j)];
+        expected += top / mass;
     }
+    REQUIRE(std::abs(d.heads[0].topOnePercentShare - expected / L) < 1e-5);
+}
 
-    void outputVarianceByRowBuckets() {
-        auto w = map({1, 0, 0, 0.5f, 0.5f, 0, 0.3f, 0.3f, 0.4f});
-        // head outputs (1, 3, 2): rows [1,1], [3,3], [1,1]
-        auto out = torch::tensor({1.0f, 1.0f, 3.0f, 3.0f, 1.0f, 1.0f}).view({1, 3, 2});
-        auto d = attentionDiagnostics(w, out, SparsityRule{false, 0.1});
-        QVERIFY(std::abs(d.heads[0].outputVariance - 8.0 / 9.0) < 1e-6);
-        QCOMPARE(d.outputVarianceByN.size(), size_t(2));
-        QCOMPARE(d.outputVarianceByN[0].nLow, int64_t(1));
-        QCOMPARE(d.outputVarianceByN[0].nHigh, int64_t(1));
-        QVERIFY(std::abs(d.outputVarianceByN[0].variance) < 1e-9);
-        QCOMPARE(d.outputVarianceByN[1].nLow, int64_t(2));
-        QCOMPARE(d.outputVarianceByN[1].nHigh, int64_t(3));
-        QVERIFY(std::abs(d.outputVarianceByN[1].variance - 1.0) < 1e-6);
-    }
+TEST_CASE("outputVarianceByRowBuckets") {
+    auto w = map({1, 0, 0, 0.5f, 0.5f, 0, 0.3f, 0.3f, 0.4f});
+    // head outputs (1, 3, 2): rows [1,1], [3,3], [1,1]
+    auto out = torch::tensor({1.0f, 1.0f, 3.0f, 3.0f, 1.0f, 1.0f}).view({1, 3, 2});
+    auto d = attentionDiagnostics(w, out, SparsityRule{false, 0.1});
+    REQUIRE(std::abs(d.heads[0].outputVariance - 8.0 / 9.0) < 1e-6);
+    REQUIRE(d.outputVarianceByN.size() == size_t(2));
+    REQUIRE(d.outputVarianceByN[0].nLow == int64_t(1));
+    REQUIRE(d.outputVarianceByN[0].nHigh == int64_t(1));
+    REQUIRE(std::abs(d.outputVarianceByN[0].variance) < 1e-9);
+    REQUIRE(d.outputVarianceByN[1].nLow == int64_t(2));
+    REQUIRE(d.outputVarianceByN[1].nHigh == int64_t(3));
+    REQUIRE(std::abs(d.outputVarianceByN[1].variance - 1.0) < 1e-6);
+}
 
-    void theSparsityRuleIsNamedOneWay() {
-        auto text = [](const SparsityRule& rule, const char* per, bool ascii = false) {
-            return QString::fromStdString(sparsityRuleText(rule, per, ascii));
-        };
-        QCOMPARE(text({true, 0.1}, "n_i"), QString("exactly 0"));
-        QCOMPARE(text({false, 0.1}, "n_i"), QString("below τ = 0.1 / n_i"));
-        QCOMPARE(text({false, 0.25}, "d_ff", true), QString("below tau = 0.25 / d_ff"));
-    }
+TEST_CASE("theSparsityRuleIsNamedOneWay") {
+    auto text = [](const SparsityRule& rule, const char* per, bool ascii = false) {
+        return sparsityRuleText(rule, per, ascii);
+    };
+    REQUIRE(text({true, 0.1}, "n_i") == std::string("exactly 0"));
+    REQUIRE(text({false, 0.1}, "n_i") == std::string("below τ = 0.1 / n_i"));
+    REQUIRE(text({false, 0.25}, "d_ff", true) == std::string("below tau = 0.25 / d_ff"));
+}
 
-    void ffnSparsityAndSlotsSweep() {
-        FfnWeights w;
-        torch::manual_seed(3);
-        w.w1 = torch::randn({40, 4});
-        w.b1 = torch::zeros({40});
-        w.w2 = torch::randn({4, 40});
-        w.b2 = torch::zeros({4});
-        w.lnW = torch::ones({4});
-        w.lnB = torch::zeros({4});
-        auto x = torch::randn({5, 4});
-        // Slots 30–39 read nothing (zero rows of W1) and have bias −1: relu(−1) = 0 for every
-        // token, and slots 0–29 have bias +10, far above what 4 inputs of W1 reach here: never
-        // 0. So 10 of 40 slots are zero at each of the 5 tokens: sparsity 1/4 exactly.
-        w.w1.narrow(0, 30, 10).zero_();
-        w.b1 = torch::cat({torch::full({30}, 10.0), torch::full({10}, -1.0)});
-        QVERIFY(torch::mm(x, w.w1.t()).abs().max().item<double>() < 10.0);
-        auto m = ffnSlotActivations(x, w, FfnKind::Relu);
-        auto d = ffnDiagnostics(x, m, w, FfnKind::Relu, 0.1);
-        QVERIFY2(std::abs(d.sparsity - 0.25) < 1e-9, qPrintable(QString::number(d.sparsity)));
-        QVERIFY(d.rule.exactZero);
-        // per token: the same quarter at each
-        QCOMPARE(d.tokenSparsity.size(0), int64_t(5));
-        QVERIFY((d.tokenSparsity - 0.25).abs().max().item<double>() < 1e-9);
-        // slot counts 16, 32, 40; the last equals the full memory's output variance.
-        QCOMPARE(d.outputVarianceBySlots.size(), size_t(3));
-        QCOMPARE(d.outputVarianceBySlots.back().nHigh, int64_t(40));
-        QVERIFY(std::abs(d.outputVarianceBySlots.back().variance - d.outputVariance) < 1e-6);
-        auto ds =
-            ffnDiagnostics(x, ffnSlotActivations(x, w, FfnKind::Softmax), w, FfnKind::Softmax, 0.1);
-        QVERIFY(!ds.rule.exactZero);
-    }
+TEST_CASE("ffnSparsityAndSlotsSweep") {
+    FfnWeights w;
+    torch::manual_seed(3);
+    w.w1 = torch::randn({40, 4});
+    w.b1 = torch::zeros({40});
+    w.w2 = torch::randn({4, 40});
+    w.b2 = torch::zeros({4});
+    w.lnW = torch::ones({4});
+    w.lnB = torch::zeros({4});
+    auto x = torch::randn({5, 4});
+    // Slots 30–39 read nothing (zero rows of W1) and have bias −1: relu(−1) = 0 for every
+    // token, and slots 0–29 have bias +10, far above what 4 inputs of W1 reach here: never
+    // 0. So 10 of 40 slots are zero at each of the 5 tokens: sparsity 1/4 exactly.
+    w.w1.narrow(0, 30, 10).zero_();
+    w.b1 = torch::cat({torch::full({30}, 10.0), torch::full({10}, -1.0)});
+    REQUIRE(torch::mm(x, w.w1.t()).abs().max().item<double>() < 10.0);
+    auto m = ffnSlotActivations(x, w, FfnKind::Relu);
+    auto d = ffnDiagnostics(x, m, w, FfnKind::Relu, 0.1);
+    REQUIRE_MESSAGE(std::abs(d.sparsity - 0.25) < 1e-9, d.sparsity);
+    REQUIRE(d.rule.exactZero);
+    // per token: the same quarter at each
+    REQUIRE(d.tokenSparsity.size(0) == int64_t(5));
+    REQUIRE((d.tokenSparsity - 0.25).abs().max().item<double>() < 1e-9);
+    // slot counts 16, 32, 40; the last equals the full memory's output variance.
+    REQUIRE(d.outputVarianceBySlots.size() == size_t(3));
+    REQUIRE(d.outputVarianceBySlots.back().nHigh == int64_t(40));
+    REQUIRE(std::abs(d.outputVarianceBySlots.back().variance - d.outputVariance) < 1e-6);
+    auto ds =
+        ffnDiagnostics(x, ffnSlotActivations(x, w, FfnKind::Softmax), w, FfnKind::Softmax, 0.1);
+    REQUIRE(!ds.rule.exactZero);
+}
 
-    void fusedRowsEqualTheTensorPath_data() {
-        QTest::addColumn<bool>("exact");
-        QTest::addColumn<int>("window");
-        QTest::addColumn<bool>("negative");
-        QTest::newRow("relu zeros") << true << 0 << false;
-        QTest::newRow("softmax tau") << false << 0 << false;
-        QTest::newRow("window") << true << 7 << false;
-        QTest::newRow("window tau") << false << 5 << false;
-        QTest::newRow("negative weights") << false << 0 << true;
-    }
-
-    void fusedRowsEqualTheTensorPath() {
-        // The CPU's one pass per row against the whole-tensor arithmetic other devices use, on
-        // causal blocks of 9 rows (the last block short) with zeros, ties and masked entries.
-        QFETCH(bool, exact);
-        QFETCH(int, window);
-        QFETCH(bool, negative);
+TEST_CASE("fusedRowsEqualTheTensorPath") {
+    // The CPU's one pass per row against the whole-tensor arithmetic other devices use, on
+    // causal blocks of 9 rows (the last block short) with zeros, ties and masked entries.
+    struct Row {
+        const char* name;
+        bool exact;
+        int window;
+        bool negative;
+    };
+    const std::vector<Row> rows = {
+        {"relu zeros", true, 0, false},       {"softmax tau", false, 0, false},
+        {"window", true, 7, false},           {"window tau", false, 5, false},
+        {"negative weights", false, 0, true},
+    };
+    for (const Row& row : rows) {
+        INFO("row: " << row.name);
+        const bool exact = row.exact;
+        const int window = row.window;
+        const bool negative = row.negative;
         torch::manual_seed(11);
         const int64_t H = 3, L = 31;
         auto w = torch::rand({H, L, L});
@@ -184,38 +181,43 @@ private Q_SLOTS:
         for (const auto& [x, y] : {std::pair{a.rowSparsity, b.rowSparsity},
                                    {a.rowMass, b.rowMass},
                                    {a.rowEntropy, b.rowEntropy}}) {
-            QVERIFY((x - y).abs().max().item<double>() < 1e-5);
+            REQUIRE((x - y).abs().max().item<double>() < 1e-5);
         }
         for (int64_t h = 0; h < H; ++h) {
             const auto& p = a.heads[size_t(h)];
             const auto& q = b.heads[size_t(h)];
-            QVERIFY(std::abs(p.sparsity - q.sparsity) < 1e-6);
-            QVERIFY(std::abs(p.entropy - q.entropy) < 1e-5);
-            QVERIFY(std::abs(p.topShare - q.topShare) < 1e-5);
-            QVERIFY(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5);
-            QCOMPARE(p.emptyRows, q.emptyRows);
-            QVERIFY(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5);
-            QVERIFY(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-6);
-            QCOMPARE(p.sink.zeroMassRows, q.sink.zeroMassRows);
+            REQUIRE(std::abs(p.sparsity - q.sparsity) < 1e-6);
+            REQUIRE(std::abs(p.entropy - q.entropy) < 1e-5);
+            REQUIRE(std::abs(p.topShare - q.topShare) < 1e-5);
+            REQUIRE(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5);
+            REQUIRE(p.emptyRows == q.emptyRows);
+            REQUIRE(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5);
+            REQUIRE(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-6);
+            REQUIRE(p.sink.zeroMassRows == q.sink.zeroMassRows);
             for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
-                QVERIFY(std::abs(p.distanceProfile[d] - q.distanceProfile[d]) < 1e-5);
+                REQUIRE(std::abs(p.distanceProfile[d] - q.distanceProfile[d]) < 1e-5);
             }
         }
     }
+}
 
-    void sinksOnMapsBuiltByHand_data() {
-        QTest::addColumn<bool>("fused");
-        QTest::newRow("one pass per row (CPU)") << true;
-        QTest::newRow("tensor path (other devices)") << false;
-    }
-
-    void sinksOnMapsBuiltByHand() {
-        // Three heads over four tokens, rows added in two blocks:
-        //   head 0, a perfect sink: every row puts all its weight on token 0;
-        //   head 1, uniform: row i gives 1 / (i + 1) to each of its keys;
-        //   head 2, ReLU-like, row 1 abstains (all zeros): rows [.5], [0 0], [0 .4 .2], [.1 0 0
-        //   .3].
-        QFETCH(bool, fused);
+TEST_CASE("sinksOnMapsBuiltByHand") {
+    // Three heads over four tokens, rows added in two blocks:
+    //   head 0, a perfect sink: every row puts all its weight on token 0;
+    //   head 1, uniform: row i gives 1 / (i + 1) to each of its keys;
+    //   head 2, ReLU-like, row 1 abstains (all zeros): rows [.5], [0 0], [0 .4 .2], [.1 0 0
+    //   .3].
+    struct Row {
+        const char* name;
+        bool fused;
+    };
+    const std::vector<Row> rows = {
+        {"one pass per row (CPU)", true},
+        {"tensor path (other devices)", false},
+    };
+    for (const Row& row : rows) {
+        INFO("row: " << row.name);
+        const bool fused = row.fused;
         auto w = torch::zeros({3, 4, 4});
         for (int64_t i = 0; i < 4; ++i) {
             w[0][i][0] = 1.0;
@@ -232,100 +234,96 @@ private Q_SLOTS:
         accumulator.add(w.narrow(1, 2, 2).contiguous(), 2);
         auto d = accumulator.finish(torch::Tensor());
         // Head 0: share 1 in rows 1..3; sink score (1 + 1 + 1 + 1) / 4.
-        QVERIFY(std::abs(d.heads[0].sink.firstTokenShare - 1.0) < 1e-6);
-        QVERIFY(std::abs(d.heads[0].sink.sinkScore - 1.0) < 1e-6);
+        REQUIRE(std::abs(d.heads[0].sink.firstTokenShare - 1.0) < 1e-6);
+        REQUIRE(std::abs(d.heads[0].sink.sinkScore - 1.0) < 1e-6);
         // Head 1: share (1/2 + 1/3 + 1/4) / 3; score (1 + 1/2 + 1/3 + 1/4) / 4 — over 0.3 at
         // four tokens, so Gu et al.'s score calls a uniform head a sink in a short text.
-        QVERIFY(std::abs(d.heads[1].sink.firstTokenShare - (0.5 + 1.0 / 3 + 0.25) / 3) < 1e-6);
-        QVERIFY(std::abs(d.heads[1].sink.sinkScore - (1 + 0.5 + 1.0 / 3 + 0.25) / 4) < 1e-6);
-        // Head 2: rows 2 and 3 have mass: (0 / 0.6 + 0.1 / 0.4) / 2; the abstaining row is counted
-        // apart, not as a sink; score (0.5 + 0 + 0 + 0.1) / 4.
-        QVERIFY(std::abs(d.heads[2].sink.firstTokenShare - 0.125) < 1e-6);
-        QCOMPARE(d.heads[2].sink.zeroMassRows, int64_t(1));
-        QCOMPARE(d.heads[0].sink.zeroMassRows, int64_t(0));
-        QVERIFY(std::abs(d.heads[2].sink.sinkScore - 0.15) < 1e-6);
+        REQUIRE(std::abs(d.heads[1].sink.firstTokenShare - (0.5 + 1.0 / 3 + 0.25) / 3) < 1e-6);
+        REQUIRE(std::abs(d.heads[1].sink.sinkScore - (1 + 0.5 + 1.0 / 3 + 0.25) / 4) < 1e-6);
+        // Head 2: rows 2 and 3 have mass: (0 / 0.6 + 0.1 / 0.4) / 2; the abstaining row is
+        // counted apart, not as a sink; score (0.5 + 0 + 0 + 0.1) / 4.
+        REQUIRE(std::abs(d.heads[2].sink.firstTokenShare - 0.125) < 1e-6);
+        REQUIRE(d.heads[2].sink.zeroMassRows == int64_t(1));
+        REQUIRE(d.heads[0].sink.zeroMassRows == int64_t(0));
+        REQUIRE(std::abs(d.heads[2].sink.sinkScore - 0.15) < 1e-6);
         // The flag and the first token's key and value norms: keys of token 0 are (3, 4), the
         // others (1, 0) and (0, 2), (0, 1); one kv head read by all three query heads.
         auto keys = torch::tensor({3.0f, 4.0f, 1.0f, 0.0f, 0.0f, 2.0f, 0.0f, 1.0f}).view({1, 4, 2});
         auto values =
             torch::tensor({0.0f, 0.1f, 2.0f, 0.0f, 0.0f, 2.0f, 2.0f, 0.0f}).view({1, 4, 2});
         completeSinkDiagnostics(d.heads, keys, values, 0.3);
-        QVERIFY(d.heads[0].sink.sinkHead);
-        QVERIFY(d.heads[1].sink.sinkHead);
-        QVERIFY(!d.heads[2].sink.sinkHead);
+        REQUIRE(d.heads[0].sink.sinkHead);
+        REQUIRE(d.heads[1].sink.sinkHead);
+        REQUIRE(!d.heads[2].sink.sinkHead);
         for (const auto& h : d.heads) {
-            QVERIFY(std::abs(h.sink.firstKeyNorm - 5.0) < 1e-6);
-            QVERIFY(std::abs(h.sink.otherKeyNorm - (1.0 + 2.0 + 1.0) / 3) < 1e-6);
-            QVERIFY(std::abs(h.sink.firstValueNorm - 0.1) < 1e-6);  // a sink that writes little
-            QVERIFY(std::abs(h.sink.otherValueNorm - 2.0) < 1e-6);
+            REQUIRE(std::abs(h.sink.firstKeyNorm - 5.0) < 1e-6);
+            REQUIRE(std::abs(h.sink.otherKeyNorm - (1.0 + 2.0 + 1.0) / 3) < 1e-6);
+            REQUIRE(std::abs(h.sink.firstValueNorm - 0.1) < 1e-6);  // a sink that writes little
+            REQUIRE(std::abs(h.sink.otherValueNorm - 2.0) < 1e-6);
         }
         completeSinkDiagnostics(d.heads, keys, values, 0.6);  // a stricter ε leaves head 1 out
-        QVERIFY(d.heads[0].sink.sinkHead && !d.heads[1].sink.sinkHead);
+        REQUIRE((d.heads[0].sink.sinkHead && !d.heads[1].sink.sinkHead));
     }
+}
 
-    void residualStreamPeaksMedianAndKurtosis() {
-        const std::vector<float> x = {1, -2, 0.5f, 0, 0, 100, -3, 1, 2, 0, 0, -50};
-        const auto r = residualDiagnostics(torch::tensor(x).view({3, 4}));
-        QCOMPARE(r.largest.size(), size_t(3));
-        QCOMPARE(r.largest[0].value, 100.0);  // token 1, dimension 1
-        QCOMPARE(r.largest[0].token, int64_t(1));
-        QCOMPARE(r.largest[0].dimension, int64_t(1));
-        QCOMPARE(r.largest[1].value, -50.0);  // signed, token 2, dimension 3
-        QCOMPARE(r.largest[1].token, int64_t(2));
-        QCOMPARE(r.largest[1].dimension, int64_t(3));
-        QCOMPARE(r.largest[2].value, -3.0);
-        // |h| sorted: 0 0 0 0 .5 1 1 2 2 3 50 100: the two middle ones are both 1.
-        QCOMPARE(r.medianAbs, 1.0);
-        QVERIFY(std::abs(r.largestOverMedian() - 100.0) < 1e-9);
-        double mean = 0, m2 = 0, m4 = 0;
-        for (float v : x) mean += v / 12.0;
-        for (float v : x) {
-            m2 += std::pow(v - mean, 2) / 12.0;
-            m4 += std::pow(v - mean, 4) / 12.0;
-        }
-        QVERIFY(std::abs(r.kurtosis - m4 / (m2 * m2)) < 1e-9 * r.kurtosis);
-        QVERIFY(r.kurtosis > 3);  // heavy-tailed, as massive activations make a stream
+TEST_CASE("residualStreamPeaksMedianAndKurtosis") {
+    const std::vector<float> x = {1, -2, 0.5f, 0, 0, 100, -3, 1, 2, 0, 0, -50};
+    const auto r = residualDiagnostics(torch::tensor(x).view({3, 4}));
+    REQUIRE(r.largest.size() == size_t(3));
+    REQUIRE(r.largest[0].value == doctest::Approx(100.0).epsilon(1e-12));  // token 1, dimension 1
+    REQUIRE(r.largest[0].token == int64_t(1));
+    REQUIRE(r.largest[0].dimension == int64_t(1));
+    REQUIRE(r.largest[1].value ==
+            doctest::Approx(-50.0).epsilon(1e-12));  // signed, token 2, dimension 3
+    REQUIRE(r.largest[1].token == int64_t(2));
+    REQUIRE(r.largest[1].dimension == int64_t(3));
+    REQUIRE(r.largest[2].value == doctest::Approx(-3.0).epsilon(1e-12));
+    // |h| sorted: 0 0 0 0 .5 1 1 2 2 3 50 100: the two middle ones are both 1.
+    REQUIRE(r.medianAbs == doctest::Approx(1.0).epsilon(1e-12));
+    REQUIRE(std::abs(r.largestOverMedian() - 100.0) < 1e-9);
+    double mean = 0, m2 = 0, m4 = 0;
+    for (float v : x) mean += v / 12.0;
+    for (float v : x) {
+        m2 += std::pow(v - mean, 2) / 12.0;
+        m4 += std::pow(v - mean, 4) / 12.0;
     }
+    REQUIRE(std::abs(r.kurtosis - m4 / (m2 * m2)) < 1e-9 * r.kurtosis);
+    REQUIRE(r.kurtosis > 3);  // heavy-tailed, as massive activations make a stream
+}
 
-    void gatedFfnByHand() {
-        // slot activations (3 tokens × 2 memory) and down (d 2 × 2 memory) chosen by hand: the
-        // output rows are (1, 0), (0, -1) and (6, 3); their six values have mean 1.5 and
-        // variance 33.5 / 6.
-        GatedFfnWeights w;
-        w.down = torch::tensor({1.0f, 2.0f, 0.0f, 1.0f}).view({2, 2});
-        const auto memory = torch::tensor({1.0f, 0.0f, 2.0f, -1.0f, 0.0f, 3.0f}).view({3, 2});
-        const auto d = gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Relu, 0.1);
-        QVERIFY(d.rule.exactZero);
-        QVERIFY(std::abs(d.sparsity - 2.0 / 6.0) < 1e-6);
-        QVERIFY(std::abs(d.outputVariance - 33.5 / 6.0) < 1e-6);
-        QCOMPARE(d.outputVarianceBySlots.size(), size_t(1));
-        QVERIFY(std::abs(d.outputVarianceBySlots[0].variance - 33.5 / 6.0) < 1e-6);
-        // a silu gate counts |m| below tau / d_ff = 0.05: only the two exact zeros here
-        QVERIFY(
-            std::abs(gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1).sparsity -
+TEST_CASE("gatedFfnByHand") {
+    // slot activations (3 tokens × 2 memory) and down (d 2 × 2 memory) chosen by hand: the
+    // output rows are (1, 0), (0, -1) and (6, 3); their six values have mean 1.5 and
+    // variance 33.5 / 6.
+    GatedFfnWeights w;
+    w.down = torch::tensor({1.0f, 2.0f, 0.0f, 1.0f}).view({2, 2});
+    const auto memory = torch::tensor({1.0f, 0.0f, 2.0f, -1.0f, 0.0f, 3.0f}).view({3, 2});
+    const auto d = gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Relu, 0.1);
+    REQUIRE(d.rule.exactZero);
+    REQUIRE(std::abs(d.sparsity - 2.0 / 6.0) < 1e-6);
+    REQUIRE(std::abs(d.outputVariance - 33.5 / 6.0) < 1e-6);
+    REQUIRE(d.outputVarianceBySlots.size() == size_t(1));
+    REQUIRE(std::abs(d.outputVarianceBySlots[0].variance - 33.5 / 6.0) < 1e-6);
+    // a silu gate counts |m| below tau / d_ff = 0.05: only the two exact zeros here
+    REQUIRE(std::abs(gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1).sparsity -
                      2.0 / 6.0) < 1e-6);
-    }
+}
 
-    void gatedSlotCurveSumsPrefixesOfDown() {
-        torch::manual_seed(5);
-        GatedFfnWeights w;
-        w.down = torch::randn({6, 40}, torch::kFloat64).to(torch::kFloat32);
-        const auto memory = torch::randn({9, 40});
-        const auto d = gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1);
-        QCOMPARE(d.outputVarianceBySlots.size(), size_t(3));  // 16, 32, 40 memory
-        for (const auto& bucket : d.outputVarianceBySlots) {
-            // the first n memory alone, summed slot by slot in double
-            auto out = torch::zeros({9, 6}, torch::kFloat64);
-            for (int64_t i = 0; i < bucket.nHigh; ++i) {
-                out += memory.select(1, i).to(torch::kFloat64).unsqueeze(1) *
-                       w.down.select(1, i).to(torch::kFloat64).unsqueeze(0);
-            }
-            const double expected = out.var(false).item<double>();
-            QVERIFY2(std::abs(bucket.variance - expected) < 1e-5 * expected,
-                     qPrintable(QString::number(bucket.nHigh)));
+TEST_CASE("gatedSlotCurveSumsPrefixesOfDown") {
+    torch::manual_seed(5);
+    GatedFfnWeights w;
+    w.down = torch::randn({6, 40}, torch::kFloat64).to(torch::kFloat32);
+    const auto memory = torch::randn({9, 40});
+    const auto d = gatedFfnDiagnostics(memory, torch::Tensor(), w, FfnKind::Silu, 0.1);
+    REQUIRE(d.outputVarianceBySlots.size() == size_t(3));  // 16, 32, 40 memory
+    for (const auto& bucket : d.outputVarianceBySlots) {
+        // the first n memory alone, summed slot by slot in double
+        auto out = torch::zeros({9, 6}, torch::kFloat64);
+        for (int64_t i = 0; i < bucket.nHigh; ++i) {
+            out += memory.select(1, i).to(torch::kFloat64).unsqueeze(1) *
+                   w.down.select(1, i).to(torch::kFloat64).unsqueeze(0);
         }
+        const double expected = out.var(false).item<double>();
+        REQUIRE_MESSAGE(std::abs(bucket.variance - expected) < 1e-5 * expected, bucket.nHigh);
     }
-};
-
-QTEST_GUILESS_MAIN(TestDiagnostics)
-#include "test_diagnostics.moc"
+}

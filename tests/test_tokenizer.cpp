@@ -1,12 +1,11 @@
 // The SentencePiece tokenizer through its module: round trips, byte offsets, known ids.
-#include <QtTest>
-
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/tokenizer.h"
-#include "test_support.h"
+#include "core_test.h"
 
 using namespace relulens::core;
 
@@ -34,128 +33,141 @@ std::string surface(const Token& t, bool first) {
     return out;
 }
 
+// What initTestCase built once for every test: the tiny model's tokenizer.
+struct Fixture {
+    Tokenizer tokenizer;
+
+    Fixture() {
+        auto t = Tokenizer::load(relulens::test::dataPath("tiny/tokenizer.model"));
+        if (!t.ok()) throw std::runtime_error(t.error());
+        tokenizer = *t;
+        if (tokenizer.vocabSize() != int64_t(512))
+            throw std::runtime_error("the tiny tokenizer has " +
+                                     std::to_string(tokenizer.vocabSize()) +
+                                     " pieces, expected 512");
+    }
+};
+
+const Fixture& fixture() {
+    static Fixture f;
+    return f;
+}
+
 }  // namespace
 
-class TestTokenizer : public QObject {
-    Q_OBJECT
-    Tokenizer tokenizer_;
-private Q_SLOTS:
-    void initTestCase() {
-        auto t = Tokenizer::load(relulens::test::dataPath("tiny/tokenizer.model"));
-        QVERIFY2(t.ok(), t.ok() ? "" : t.error().c_str());
-        tokenizer_ = *t;
-        QCOMPARE(tokenizer_.vocabSize(), int64_t(512));
-    }
-
-    void roundTripAndOffsets_data() {
-        QTest::addColumn<QString>("text");
-        QTest::newRow("ascii") << QString("It is a truth universally acknowledged.");
-        QTest::newRow("accents") << QString("Café, naïve élan — Mr. Darcy's fiancée!");
-        QTest::newRow("cjk") << QString("東京で Elizabeth に会った");
-        QTest::newRow("emoji") << QString("Pride 🙂 and prejudice 👍🏽.");
-        QTest::newRow("whitespace") << QString("two  spaces\tand a\nnewline");
-    }
-
-    void roundTripAndOffsets() {
-        QFETCH(QString, text);
-        const std::string utf8 = text.toStdString();
-        const auto tokens = tokenizer_.encode(utf8).value();
-        QVERIFY(!tokens.empty());
+TEST_CASE("roundTripAndOffsets") {
+    const Tokenizer& tokenizer = fixture().tokenizer;
+    struct Row {
+        std::string name;
+        std::string text;
+    };
+    const std::vector<Row> rows = {
+        {"ascii", "It is a truth universally acknowledged."},
+        {"accents", "Café, naïve élan — Mr. Darcy's fiancée!"},
+        {"cjk", "東京で Elizabeth に会った"},
+        {"emoji", "Pride 🙂 and prejudice 👍🏽."},
+        {"whitespace", "two  spaces\tand a\nnewline"},
+    };
+    for (const auto& row : rows) {
+        INFO("row: " << row.name);
+        const std::string& utf8 = row.text;
+        const auto tokens = tokenizer.encode(utf8).value();
+        REQUIRE(!tokens.empty());
         std::vector<int64_t> ids;
         size_t cursor = 0;
         for (size_t i = 0; i < tokens.size(); ++i) {
             const auto& t = tokens[i];
             ids.push_back(t.id);
-            QVERIFY(t.id >= 0 && t.id < tokenizer_.vocabSize());
-            QCOMPARE(t.start, cursor);  // spans tile the text, in order
-            QVERIFY(t.end >= t.start && t.end <= utf8.size());
-            QCOMPARE(QByteArray::fromStdString(utf8.substr(t.start, t.end - t.start)),
-                     QByteArray::fromStdString(surface(t, i == 0)));
+            REQUIRE((t.id >= 0 && t.id < tokenizer.vocabSize()));
+            REQUIRE(t.start == cursor);  // spans tile the text, in order
+            REQUIRE((t.end >= t.start && t.end <= utf8.size()));
+            REQUIRE(utf8.substr(t.start, t.end - t.start) == surface(t, i == 0));
             cursor = t.end;
         }
-        QCOMPARE(cursor, utf8.size());
-        QCOMPARE(QString::fromStdString(tokenizer_.decode(ids)), text);
+        REQUIRE(cursor == utf8.size());
+        REQUIRE(tokenizer.decode(ids) == row.text);
     }
+}
 
-    void malformedUtf8() {
-        // Each malformed byte becomes U+FFFD: three byte pieces for one byte of the text.
-        const std::string text = "ok \xff\xfe end\xc3";
-        const auto tokens = tokenizer_.encode(text).value();
-        size_t cursor = 0, specialPieces = 0;
-        for (const auto& t : tokens) {
-            QCOMPARE(t.start, cursor);  // spans still tile the text, in order
-            QVERIFY(t.end >= t.start && t.end <= text.size());
-            cursor = t.end;
-            specialPieces += tokenizer_.isSpecial(t.id) ? 1 : 0;
-        }
-        QCOMPARE(cursor, text.size());
-        QCOMPARE(specialPieces, size_t(9));
+TEST_CASE("malformedUtf8") {
+    const Tokenizer& tokenizer = fixture().tokenizer;
+    // Each malformed byte becomes U+FFFD: three byte pieces for one byte of the text.
+    const std::string text = "ok \xff\xfe end\xc3";
+    const auto tokens = tokenizer.encode(text).value();
+    size_t cursor = 0, specialPieces = 0;
+    for (const auto& t : tokens) {
+        REQUIRE(t.start == cursor);  // spans still tile the text, in order
+        REQUIRE((t.end >= t.start && t.end <= text.size()));
+        cursor = t.end;
+        specialPieces += tokenizer.isSpecial(t.id) ? 1 : 0;
     }
+    REQUIRE(cursor == text.size());
+    REQUIRE(specialPieces == size_t(9));
+}
 
-    void knownIdsFromSpmEncode() {
-        // tiny_reference.json holds the ids SentencePiece's own spm_encode gave for its text.
-        std::ifstream in(relulens::test::dataPath("tiny_reference.json"));
-        QVERIFY(in.good());
-        const auto reference = nlohmann::json::parse(in);
-        const auto tokens = tokenizer_.encode(reference["text"].get<std::string>()).value();
-        const auto expected = reference["ids"].get<std::vector<int64_t>>();
-        QCOMPARE(tokens.size(), expected.size());
-        for (size_t i = 0; i < tokens.size(); ++i) QCOMPARE(tokens[i].id, expected[i]);
-    }
+TEST_CASE("knownIdsFromSpmEncode") {
+    const Tokenizer& tokenizer = fixture().tokenizer;
+    // tiny_reference.json holds the ids SentencePiece's own spm_encode gave for its text.
+    std::ifstream in(relulens::test::dataPath("tiny_reference.json"));
+    REQUIRE(in.good());
+    const auto reference = nlohmann::json::parse(in);
+    const auto tokens = tokenizer.encode(reference["text"].get<std::string>()).value();
+    const auto expected = reference["ids"].get<std::vector<int64_t>>();
+    REQUIRE(tokens.size() == expected.size());
+    for (size_t i = 0; i < tokens.size(); ++i) REQUIRE(tokens[i].id == expected[i]);
+}
 
-    void pieces() {
-        QCOMPARE(QString::fromStdString(tokenizer_.piece(0)), QString("<unk>"));
-        QCOMPARE(QString::fromStdString(tokenizer_.piece(3)), QString("<0x00>"));
-    }
+TEST_CASE("pieces") {
+    const Tokenizer& tokenizer = fixture().tokenizer;
+    REQUIRE(tokenizer.piece(0) == std::string("<unk>"));
+    REQUIRE(tokenizer.piece(3) == std::string("<0x00>"));
+}
 
-    void piecesReadAsText() {
-        // byte pieces are ids 3 + byte: a newline, a tab, a lone UTF-8 lead byte, a control byte
-        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0x0A)), QString("↵"));
-        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0x09)), QString("⇥"));
-        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0xE2)), QString("byte 0xE2"));
-        QCOMPARE(QString::fromStdString(tokenizer_.readable(3 + 0x01)), QString("byte 0x01"));
-        QCOMPARE(QString::fromStdString(tokenizer_.readable(1)), QString("<s>"));
-        const int64_t the = tokenizer_.pieceId("▁the");
-        QVERIFY(the > 258);
-        QCOMPARE(QString::fromStdString(tokenizer_.readable(the)), QString("▁the"));
-        // encode fills each token's readable form
-        const auto tokens = tokenizer_.encode("a\nb").value();
-        QVERIFY(std::any_of(tokens.begin(), tokens.end(),
-                            [](const Token& t) { return t.readable == "↵"; }));
-    }
+TEST_CASE("piecesReadAsText") {
+    const Tokenizer& tokenizer = fixture().tokenizer;
+    // byte pieces are ids 3 + byte: a newline, a tab, a lone UTF-8 lead byte, a control byte
+    REQUIRE(tokenizer.readable(3 + 0x0A) == std::string("↵"));
+    REQUIRE(tokenizer.readable(3 + 0x09) == std::string("⇥"));
+    REQUIRE(tokenizer.readable(3 + 0xE2) == std::string("byte 0xE2"));
+    REQUIRE(tokenizer.readable(3 + 0x01) == std::string("byte 0x01"));
+    REQUIRE(tokenizer.readable(1) == std::string("<s>"));
+    const int64_t the = tokenizer.pieceId("▁the");
+    REQUIRE(the > 258);
+    REQUIRE(tokenizer.readable(the) == std::string("▁the"));
+    // encode fills each token's readable form
+    const auto tokens = tokenizer.encode("a\nb").value();
+    REQUIRE(std::any_of(tokens.begin(), tokens.end(),
+                        [](const Token& t) { return t.readable == "↵"; }));
+}
 
-    void badModelFileIsAnError() {
-        auto missing = Tokenizer::load("/nonexistent/tokenizer.model");
-        QVERIFY(!missing.ok());
-        QVERIFY(QString::fromStdString(missing.error()).contains("no such file"));
-        QTemporaryFile junk;
-        QVERIFY(junk.open());
-        junk.write("this is not a protobuf model");
-        junk.close();
-        auto bad = Tokenizer::load(junk.fileName().toStdString());
-        QVERIFY(!bad.ok());
-        QVERIFY(QString::fromStdString(bad.error()).contains("not a SentencePiece model"));
-    }
+TEST_CASE("badModelFileIsAnError") {
+    auto missing = Tokenizer::load("/nonexistent/tokenizer.model");
+    REQUIRE(!missing.ok());
+    REQUIRE(relulens::test::contains(missing.error(), "no such file"));
+    relulens::test::TempDir dir;
+    const std::string junk = dir.filePath("junk.model");
+    relulens::test::writeFile(junk, "this is not a protobuf model");
+    REQUIRE(relulens::test::fileExists(junk));
+    auto bad = Tokenizer::load(junk);
+    REQUIRE(!bad.ok());
+    REQUIRE(relulens::test::contains(bad.error(), "not a SentencePiece model"));
+}
 
-    void trainsANewModel() {
-        QTemporaryDir dir;
-        const std::string out = dir.filePath("small.model").toStdString();
-        TokenizerTrainOptions options;
-        options.inputs = {relulens::test::dataPath("excerpt.txt")};
-        options.outputModel = out;
-        options.vocabSize = 400;
-        auto status = Tokenizer::train(options);
-        QVERIFY2(status.ok(), status.error().c_str());
-        auto trained = Tokenizer::load(out);
-        QVERIFY(trained.ok());
-        QCOMPARE(trained->vocabSize(), int64_t(400));
-        const std::string text = "Mr. Bennet was so odd a mixture of quick parts";
-        std::vector<int64_t> ids;
-        const auto tokens = trained->encode(text).value();
-        for (const auto& t : tokens) ids.push_back(t.id);
-        QCOMPARE(trained->decode(ids), text);
-    }
-};
-
-QTEST_GUILESS_MAIN(TestTokenizer)
-#include "test_tokenizer.moc"
+TEST_CASE("trainsANewModel") {
+    relulens::test::TempDir dir;
+    const std::string out = dir.filePath("small.model");
+    TokenizerTrainOptions options;
+    options.inputs = {relulens::test::dataPath("excerpt.txt")};
+    options.outputModel = out;
+    options.vocabSize = 400;
+    auto status = Tokenizer::train(options);
+    REQUIRE_MESSAGE(status.ok(), status.error());
+    auto trained = Tokenizer::load(out);
+    REQUIRE(trained.ok());
+    REQUIRE(trained->vocabSize() == int64_t(400));
+    const std::string text = "Mr. Bennet was so odd a mixture of quick parts";
+    std::vector<int64_t> ids;
+    const auto tokens = trained->encode(text).value();
+    for (const auto& t : tokens) ids.push_back(t.id);
+    REQUIRE(trained->decode(ids) == text);
+}
