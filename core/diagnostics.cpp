@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <limits>
 
 #include <ATen/Parallel.h>
 
@@ -58,23 +61,148 @@ std::vector<VarianceBucket> varianceByRows(const torch::Tensor& headOutputs) {
     return buckets;
 }
 
+// The per-row loops below work on kLanes floats at a time through the compiler's generic
+// vectors (GCC and Clang turn them into SSE/AVX instructions): a running float sum is a chain of
+// dependent additions the compiler must otherwise keep in order, one entry at a time. The lanes
+// are added in double at the end.
+constexpr int64_t kLanes = 4;
+using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline Floats load(const float* x) {
+    Floats v;
+    std::memcpy(&v, x, sizeof v);
+    return v;
+}
+
+inline Floats splat(float x) {
+    return Floats{} + x;
+}
+
+// a where the mask's lane is all ones, b where it is zero (masks from vector comparisons).
+inline Floats select(Ints mask, Floats a, Floats b) {
+    return (Floats)(((Ints)a & mask) | ((Ints)b & ~mask));
+}
+
+inline Floats maximum(Floats a, Floats b) {
+    return select(a > b, a, b);
+}
+
+inline double laneSum(Floats v) {
+    double sum = 0;
+    for (int64_t k = 0; k < kLanes; ++k) sum += v[k];
+    return sum;
+}
+
+inline float laneMax(Floats v) {
+    float best = v[0];
+    for (int64_t k = 1; k < kLanes; ++k) best = std::max(best, v[k]);
+    return best;
+}
+
 // Sum of the k largest of x[0..n), k <= n, through a min-heap of the k largest so far: most
-// entries are compared with the heap's smallest once and rejected.
+// entries are compared with the heap's smallest once and rejected, kLanes at a time when their
+// largest is no larger. The row is read from its end, where a query's nearest keys (often its
+// largest weights) are, so that the heap fills with large values early.
 double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& heap) {
-    heap.assign(x, x + k);
+    heap.assign(x + n - k, x + n);
     std::make_heap(heap.begin(), heap.end(), std::greater<float>());
     float smallest = heap.front();
-    for (int64_t j = k; j < n; ++j) {
-        if (x[j] > smallest) {
+    auto consider = [&](float v) {
+        if (v > smallest) {
             std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
-            heap.back() = x[j];
+            heap.back() = v;
             std::push_heap(heap.begin(), heap.end(), std::greater<float>());
             smallest = heap.front();
         }
+    };
+    int64_t end = n - k;  // x[0..end) are still to be considered
+    for (; end >= kLanes; end -= kLanes) {
+        if (!(laneMax(load(x + end - kLanes)) > smallest)) continue;
+        for (int64_t c = 1; c <= kLanes; ++c) consider(x[end - c]);
     }
+    for (; end > 0; --end) consider(x[end - 1]);
     double sum = 0;
     for (float v : heap) sum += v;
     return sum;
+}
+
+// Natural log of positive normal floats, lane by lane: the exponent from the bits and Cephes's
+// polynomial for the mantissa, accurate to about one unit in the last place.
+inline Floats logPositive(Floats x) {
+    const Ints bits = (Ints)x;
+    Ints exponent = ((bits >> 23) & 0xff) - 126;
+    const Floats m = (Floats)((bits & 0x7fffff) | 0x3f000000);  // in [0.5, 1)
+    const Ints low = m < splat(0.707106781186547524f);          // then 2m − 1, like m − 1
+    exponent += low;                                            // (−1 where low)
+    const Floats f = m + select(low, m, Floats{}) - 1.0f;       // in [−0.29, 0.41]
+    const Floats z = f * f;
+    Floats y = splat(7.0376836292e-2f);
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y *= f * z;
+    const Floats e = __builtin_convertvector(exponent, Floats);
+    y += e * -2.12194440e-4f;
+    y -= 0.5f * z;
+    return f + y + e * 0.693359375f;
+}
+
+// One row's sum, sum of positive entries, largest entry and Σ w⁺ log w⁺ (0 log 0 = 0), over
+// x[0..m).
+struct RowSums {
+    double sum = 0, positiveSum = 0, positiveXLogX = 0;
+    float best = -std::numeric_limits<float>::infinity();
+};
+
+RowSums rowSums(const float* x, int64_t m) {
+    Floats sum{}, positive{}, xlogx{}, best = splat(-std::numeric_limits<float>::infinity());
+    const Floats zero{}, tiny = splat(1e-30f);
+    int64_t j = 0;
+    for (; j + kLanes <= m; j += kLanes) {
+        const Floats v = load(x + j);
+        const Floats p = maximum(v, zero);
+        sum += v;
+        positive += p;
+        xlogx += p * logPositive(maximum(p, tiny));
+        best = maximum(best, v);
+    }
+    RowSums out;
+    out.sum = laneSum(sum);
+    out.positiveSum = laneSum(positive);
+    out.positiveXLogX = laneSum(xlogx);
+    out.best = laneMax(best);
+    for (; j < m; ++j) {
+        const float p = std::max(x[j], 0.0f);
+        out.sum += x[j];
+        out.positiveSum += p;
+        out.positiveXLogX += p > 0.0f ? double(p) * std::log(double(p)) : 0.0;
+        out.best = std::max(out.best, x[j]);
+    }
+    return out;
+}
+
+// totals[m − 1 − j] += x[j] for j < m: a row's weights added to the totals by distance from the
+// query (the query's own key is at distance 0).
+void addReversed(float* __restrict totals, const float* __restrict x, int64_t m) {
+    for (int64_t t = 0; t < m; ++t) totals[t] += x[m - 1 - t];
+}
+
+int64_t countZeros(const float* __restrict x, int64_t n) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < n; ++j) count += x[j] == 0.0f ? 1 : 0;
+    return count;
+}
+
+int64_t countBelow(const float* __restrict x, int64_t n, float tau) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < n; ++j) count += x[j] < tau ? 1 : 0;
+    return count;
 }
 
 // (H, R) sums of each row's ceil(1 % of n_i) largest visible entries, n_i = r0 + i + 1 (at
@@ -178,13 +306,7 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
 
 void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0) {
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
-    // Σ w⁺ log w⁺ per row in vectorised passes (0 · log 1e-30 is 0; xlogy gives the same but
-    // calls a scalar logf per entry in this LibTorch); the rest row by row below.
-    const auto positive = w.clamp_min(0);
-    const auto plogp =
-        positive.clamp_min(1e-30f).log_().mul_(positive).sum(-1).contiguous();  // (H, R)
     const float* p = w.data_ptr<float>();
-    const float* pl = plogp.data_ptr<float>();
     float* sparse = sparseCount_.data_ptr<float>();
     float* mass = mass_.data_ptr<float>();
     float* entropy = entropy_.data_ptr<float>();
@@ -204,18 +326,13 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
             const int64_t first = window_ > 0 ? std::max<int64_t>(0, at - window_ + 1) : 0;
             const int64_t n = at - first + 1;  // visible keys
             const float tau = float(tauScale / double(n));
-            double sum = 0, positiveSum = 0;
-            int64_t counted = 0;
-            float best = -std::numeric_limits<float>::infinity();
-            float* d = distance + h * L + at;  // d[-j] accumulates distance at - j
-            for (int64_t j = 0; j <= at; ++j) {
-                const float v = x[j];
-                sum += v;
-                positiveSum += v > 0 ? v : 0;
-                best = std::max(best, v);
-                *(d - j) += v;
-            }
-            for (int64_t j = first; j <= at; ++j) counted += exact ? (x[j] == 0) : (x[j] < tau);
+            const RowSums sums = rowSums(x, at + 1);
+            const double sum = sums.sum, positiveSum = sums.positiveSum;
+            const double plogp = sums.positiveXLogX;
+            float best = sums.best;
+            addReversed(distance + h * L, x, at + 1);  // entry j is at distance at - j
+            const int64_t counted =
+                exact ? countZeros(x + first, n) : countBelow(x + first, n, tau);
             if (K > at + 1) best = std::max(best, 0.0f);  // the block's masked entries are 0
             const int64_t k = std::max<int64_t>(1, int64_t(std::ceil(double(n) * 0.01)));
             const double largest = sumOfLargest(x, at + 1, k, heap);
@@ -224,8 +341,7 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
             mass[out] = float(sum);
             const bool hasMass = sum > 0;
             const double safe = hasMass ? sum : 1.0;
-            entropy[out] =
-                hasMass ? float((std::log(safe) * positiveSum - double(pl[row])) / safe) : 0.0f;
+            entropy[out] = hasMass ? float((std::log(safe) * positiveSum - plogp) / safe) : 0.0f;
             top1[out] = float(double(best) / safe);
             topPct[out] = float(largest / safe);
             firstKey[out] = x[0];
@@ -312,20 +428,40 @@ AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(
 
 ResidualDiagnostics residualDiagnostics(const torch::Tensor& stream) {
     ResidualDiagnostics out;
-    const auto x = stream.to(torch::kFloat32).flatten();
-    if (x.numel() == 0) return out;
+    const auto x = stream.to(torch::kCPU, torch::kFloat32).contiguous();
+    const int64_t n = x.numel();
+    if (n == 0) return out;
     const int64_t d = stream.size(-1);
-    const auto magnitude = x.abs();
-    auto [values, indices] = magnitude.topk(std::min<int64_t>(3, x.numel()));
-    const auto top = indices.to(torch::kCPU).contiguous();
-    for (int64_t i = 0; i < top.numel(); ++i) {
-        const int64_t at = top.data_ptr<int64_t>()[i];
-        out.largest.push_back({x[at].item<double>(), at / d, at % d});
+    const float* v = x.data_ptr<float>();
+    // One pass for the sum, the magnitudes and the three largest of them (of equal ones the
+    // first), a selection for the median, and one pass for the central moments, in double.
+    std::vector<float> magnitude(static_cast<size_t>(n));
+    std::vector<int64_t> top;  // indices, largest |h| first
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float m = std::abs(v[i]);
+        magnitude[size_t(i)] = m;
+        sum += v[i];
+        if (top.size() == 3 && !(m > std::abs(v[top.back()]))) continue;
+        auto at = top.end();
+        while (at != top.begin() && m > std::abs(v[*(at - 1)])) --at;
+        top.insert(at, i);
+        if (top.size() > 3) top.pop_back();
     }
-    out.medianAbs = magnitude.median().item<double>();
-    const auto centred = x.to(torch::kFloat64) - x.to(torch::kFloat64).mean();
-    const double variance = centred.square().mean().item<double>();
-    out.kurtosis = variance > 0 ? centred.pow(4).mean().item<double>() / (variance * variance) : 0;
+    for (const int64_t at : top) out.largest.push_back({double(v[at]), at / d, at % d});
+    // The lower of the two middle values when n is even, as torch::median has it.
+    const auto middle = magnitude.begin() + (n - 1) / 2;
+    std::nth_element(magnitude.begin(), middle, magnitude.end());
+    out.medianAbs = *middle;
+    const double mean = sum / double(n);
+    double m2 = 0, m4 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double c = double(v[i]) - mean, c2 = c * c;
+        m2 += c2;
+        m4 += c2 * c2;
+    }
+    const double variance = m2 / double(n);
+    out.kurtosis = variance > 0 ? (m4 / double(n)) / (variance * variance) : 0;
     return out;
 }
 

@@ -143,17 +143,24 @@ TEST_CASE("ffnSparsityAndSlotsSweep") {
 
 TEST_CASE("fusedRowsEqualTheTensorPath") {
     // The CPU's one pass per row against the whole-tensor arithmetic other devices use, on
-    // causal blocks of 9 rows (the last block short) with zeros, ties and masked entries.
+    // causal blocks of 9 rows (the last block short) with zeros, ties and masked entries; and
+    // on rows long enough that their top 1 % is several entries, with weights spread over
+    // thirteen orders of magnitude as long softmax rows have them.
     struct Row {
         const char* name;
         bool exact;
         int window;
         bool negative;
+        int64_t tokens = 31;
+        bool spread = false;
     };
     const std::vector<Row> rows = {
-        {"relu zeros", true, 0, false},       {"softmax tau", false, 0, false},
-        {"window", true, 7, false},           {"window tau", false, 5, false},
+        {"relu zeros", true, 0, false},
+        {"softmax tau", false, 0, false},
+        {"window", true, 7, false},
+        {"window tau", false, 5, false},
         {"negative weights", false, 0, true},
+        {"long rows, weights from 1e-13 to 1", false, 0, false, 420, true},
     };
     for (const Row& row : rows) {
         INFO("row: " << row.name);
@@ -161,8 +168,9 @@ TEST_CASE("fusedRowsEqualTheTensorPath") {
         const int window = row.window;
         const bool negative = row.negative;
         torch::manual_seed(11);
-        const int64_t H = 3, L = 31;
+        const int64_t H = 3, L = row.tokens;
         auto w = torch::rand({H, L, L});
+        if (row.spread) w = torch::exp(-30.0 * w);
         if (negative) w = w - 0.3;
         w = torch::where(torch::rand({H, L, L}) < 0.3, torch::zeros({}), w);  // exact zeros
         w.select(1, 4).fill_(0);                                              // an empty row
@@ -289,6 +297,15 @@ TEST_CASE("residualStreamPeaksMedianAndKurtosis") {
     }
     REQUIRE(std::abs(r.kurtosis - m4 / (m2 * m2)) < 1e-9 * r.kurtosis);
     REQUIRE(r.kurtosis > 3);  // heavy-tailed, as massive activations make a stream
+    // An even count with distinct middle values: |h| = 1 2 3 4, the lower of the two (as
+    // torch::median has it).
+    const auto even = residualDiagnostics(torch::tensor({-4.0f, 1.0f, 3.0f, -2.0f}).view({2, 2}));
+    REQUIRE(even.medianAbs == doctest::Approx(2.0).epsilon(1e-12));
+    REQUIRE(even.largest.size() == size_t(3));
+    REQUIRE(even.largest[0].value == doctest::Approx(-4.0).epsilon(1e-12));
+    REQUIRE(even.largest[1].value == doctest::Approx(3.0).epsilon(1e-12));
+    REQUIRE(even.largest[1].token == int64_t(1));
+    REQUIRE(even.largest[1].dimension == int64_t(0));
 }
 
 TEST_CASE("gatedFfnByHand") {

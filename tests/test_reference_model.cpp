@@ -197,6 +197,37 @@ TEST_CASE("theEffectOfAChangeHasTheHandWorkedSignAndSize") {
     REQUIRE(near(effect.loss, (-std::log(512.0 / 1023.0) - std::log(0.5 / 511.5) + uniform) / 3.0));
 }
 
+// Next-token predictions on hand-built logits over the tiny model's 512 pieces, all 0 except:
+//   row 0: token 300 at ln 4, tokens 7 and 9 at ln 2 (a tie), token 500 at ln 3:
+//          Σ exp = 508 + 4 + 2 + 2 + 3 = 519, so p = 4/519, 3/519, 2/519, 2/519 and 1/519 for the
+//          rest, the tie in id order (7 before 9), then the lowest ids among the ones;
+//   row 1: all 0 but token 511 at 1000 (a logit that overflows exp unless shifted): p ≈ 1.
+TEST_CASE("predictionsOnHandBuiltLogits") {
+    auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+    REQUIRE_MESSAGE(loaded, loaded.error());
+    const int64_t V = 512;
+    REQUIRE(loaded->tokenizer.vocabSize() == V);
+    auto logits = torch::zeros({2, V});
+    logits[0][300] = std::log(4.0);
+    logits[0][7] = std::log(2.0);
+    logits[0][9] = std::log(2.0);
+    logits[0][500] = std::log(3.0);
+    logits[1][511] = 1000.0;
+    const auto top = topPredictions(logits, 6, loaded->tokenizer);
+    REQUIRE(top.size() == size_t(2));
+    REQUIRE(top[0].size() == size_t(6));
+    const std::vector<int64_t> ids = {300, 500, 7, 9, 0, 1};
+    const std::vector<double> p = {4, 3, 2, 2, 1, 1};
+    for (size_t k = 0; k < ids.size(); ++k) {
+        CHECK(top[0][k].id == ids[k]);
+        CHECK(top[0][k].probability == doctest::Approx(p[k] / 519.0).epsilon(1e-6));
+        CHECK(top[0][k].piece == loaded->tokenizer.piece(ids[k]));
+    }
+    REQUIRE(top[1][0].id == 511);
+    CHECK(top[1][0].probability == doctest::Approx(1.0).epsilon(1e-9));
+    CHECK(top[1][1].probability == doctest::Approx(0.0));
+}
+
 TEST_CASE("theLogitLensMatchesTheReference") {
     json reference_ = fixture().reference;  // a copy: operator[] on it behaves as on the old member
     auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));

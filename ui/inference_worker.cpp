@@ -210,13 +210,17 @@ InferenceResponse InferenceController::computeNow(const InferenceRequest& reques
 }
 
 void InferenceController::schedule() {
-    // What was shown moments ago (toggling back, undoing an edit) is shown at the next turn of
-    // the event loop; anything else waits for the coalescing interval, so that a burst of input
-    // starts one pass.
-    const QString key = keyOf(currentRequest());
+    // What was shown moments ago (toggling back, undoing an edit) and a change of the same text's
+    // variants (a toggle, a click) go out at the next turn of the event loop; an edit of the
+    // text waits for the coalescing interval, so that a burst of typing starts one pass. (A
+    // change that arrives while a pass runs supersedes it either way.)
+    const InferenceRequest request = currentRequest();
+    const QString key = keyOf(request);
     const bool recent = std::any_of(recent_.begin(), recent_.end(),
                                     [&](const Recent& r) { return r.key == key && r.comparison; });
-    coalesce_.setInterval(recent ? 0 : kCoalesceMs);  // at the next turn of the event loop
+    const bool sameText =
+        dispatchedText_ && *dispatchedText_ == request.text && dispatchedFolder_ == request.folder;
+    coalesce_.setInterval(recent || sameText ? 0 : kCoalesceMs);
     coalesce_.start();
 }
 
@@ -297,6 +301,8 @@ void InferenceController::dispatch() {
     InferenceRequest request = currentRequest();
     request.id = ++nextId_;
     latestId_ = request.id;
+    dispatchedText_ = request.text;
+    dispatchedFolder_ = request.folder;
     const QString key = keyOf(request);
     auto seen =
         std::find_if(recent_.begin(), recent_.end(), [&](const Recent& r) { return r.key == key; });

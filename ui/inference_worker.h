@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/capture.h"
 #include "core/slot_vocabulary.h"
@@ -118,7 +119,7 @@ private:
     void remember(const QString& key, const InferenceResponse& response);
 
     InferenceRequest currentRequest() const;  // what the state asks for now (no id yet)
-    static constexpr int kCoalesceMs = 15;    // input within this time starts one pass
+    static constexpr int kCoalesceMs = 15;    // edits within this time start one pass
     void dispatch();
     void start(InferenceRequest request);
     void onFinished(const InferenceResponse& response);
@@ -136,6 +137,8 @@ private:
     quint64 latestId_ = 0;
     int computeCount_ = 0;
     int reuseCount_ = 0;
+    std::optional<std::string> dispatchedText_;  // the text and folder of the last request sent
+    QString dispatchedFolder_;
     std::vector<Recent> recent_;       // newest last
     std::map<quint64, QString> keys_;  // request id -> its key, until answered
 };
