@@ -148,6 +148,49 @@ void PooledMap::addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t 
     }
 }
 
+void PooledMap::addRegionRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b,
+                              int64_t available) {
+    // As addOverviewRows, for cells of uneven widths (a zoomed region pooled to the plot's
+    // pixels): each row's visible columns once, cell by cell. (The general path's gathers and
+    // masks make several passes over the whole block, 50 ms for a 1,024-token map.)
+    const int64_t K = block.size(2), R = block.size(1), C = keyEnd_ - keyBegin_;
+    const int64_t extent = rowEnd_ - rowBegin_;
+    std::vector<int64_t> edges(size_t(outKeys_ + 1));
+    for (int64_t c = 0; c <= outKeys_; ++c) edges[size_t(c)] = poolEdge(c, C, outKeys_);
+    const float* in = block.data_ptr<float>();
+    float* v = values_.data_ptr<float>();
+    float* counts = counts_.data_ptr<float>();
+    const bool maximum = pooling_ == Pooling::Max;
+    for (int64_t i = a; i < b; ++i) {
+        // Region columns 0..seen-1 are keys this row sees (keyBegin + t <= i) that the block holds.
+        const int64_t seen = std::min(available, i - keyBegin_ + 1);
+        if (seen <= 0) continue;
+        const int64_t rowCell = ((i - rowBegin_ + 1) * outRows_ - 1) / extent;
+        int64_t cells = 0;
+        while (cells < outKeys_ && edges[size_t(cells)] < seen) ++cells;
+        for (int64_t c = 0; c < cells; ++c) {
+            counts[rowCell * outKeys_ + c] +=
+                float(std::min(edges[size_t(c + 1)], seen) - edges[size_t(c)]);
+        }
+        for (int64_t h = 0; h < heads_; ++h) {
+            const float* x = in + (h * R + (i - r0)) * K + keyBegin_;
+            float* into = v + (h * outRows_ + rowCell) * outKeys_;
+            for (int64_t c = 0; c < cells; ++c) {
+                const int64_t lo = edges[size_t(c)], hi = std::min(edges[size_t(c + 1)], seen);
+                if (maximum) {
+                    float best = into[c];
+                    for (int64_t j = lo; j < hi; ++j) best = std::max(best, x[j]);
+                    into[c] = best;
+                } else {
+                    float sum = 0;
+                    for (int64_t j = lo; j < hi; ++j) sum += x[j];
+                    into[c] += sum;
+                }
+            }
+        }
+    }
+}
+
 PooledMap PooledMap::copy() const {
     PooledMap out = *this;
     out.values_ = values_.clone();
@@ -197,8 +240,13 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
     const int64_t cells =
         cell_ > 0 ? (available + cell_ - 1) / cell_ : (available * outKeys_ - 1) / C + 1;
     const auto device = valuesIn.device();
-    if (cell_ > 0 && values_.is_cpu() && device.is_cpu()) {
-        addOverviewRows(valuesIn.to(torch::kFloat32).contiguous(), r0, a, b);
+    if (values_.is_cpu() && device.is_cpu()) {
+        const auto block = valuesIn.to(torch::kFloat32).contiguous();
+        if (cell_ > 0) {
+            addOverviewRows(block, r0, a, b);
+        } else {
+            addRegionRows(block, r0, a, b, available);
+        }
         return;
     }
     const auto region =

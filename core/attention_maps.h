@@ -54,6 +54,8 @@ private:
     int64_t edge(int64_t a, int64_t extent, int64_t n) const;  // first input of cell a
     // add() for an overview on the CPU: rows a..b-1 of the block (H, R, K) of rows r0...
     void addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b);
+    void addRegionRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b,
+                       int64_t available);
 
     int64_t heads_, rowBegin_, rowEnd_, keyBegin_, keyEnd_, outRows_, outKeys_;
     Pooling pooling_;
