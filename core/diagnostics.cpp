@@ -510,7 +510,8 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
     out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
     const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
     out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
-    out.sparsity = sparse.to(torch::kFloat32).mean().item<double>();
+    // Every token has the same N slots: the mean over tokens of their shares is the overall one.
+    out.sparsity = out.tokenSparsity.to(torch::kFloat64).mean().item<double>();
     const auto full = output.defined() ? output : ffnOutput(slots, w, kind);
     out.outputVariance = full.var(/*unbiased=*/false).item<double>();
     // Output variance of the memory restricted to its first N' slots (paper 1's mechanism:
@@ -548,7 +549,8 @@ FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tens
     out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
     const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
     out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
-    out.sparsity = sparse.to(torch::kFloat32).mean().item<double>();
+    // Every token has the same N slots: the mean over tokens of their shares is the overall one.
+    out.sparsity = out.tokenSparsity.to(torch::kFloat64).mean().item<double>();
     const auto full = output.defined() ? output : gatedFfnOutput(slots, w);
     out.outputVariance = full.var(/*unbiased=*/false).item<double>();
     // The coefficients are elementwise, so the memory restricted to its first N' slots is the
