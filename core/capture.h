@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/language_model.h"
 #include "core/map_source.h"
+#include "core/predictions.h"
 #include "core/tokenizer.h"
 
 namespace relulens::core {
@@ -47,13 +48,6 @@ struct CaptureRequest {
     std::vector<int64_t> lensPositions = {-1};
     bool lensEveryPosition = false;  // the top-k at every position instead (the window's Lens view)
     int64_t lensMaxTokens = 16384;   // longer texts get no lens (and keep their prefix reuse)
-};
-
-struct Prediction {
-    int64_t id = 0;
-    std::string piece;
-    std::string readable;  // as a person reads it (Tokenizer::readable)
-    double probability = 0;
 };
 
 struct LayerCapture {
@@ -129,10 +123,6 @@ struct CaptureResult {
     std::optional<ChangeEffect> effect;  // when asked for
     std::optional<LogitLens> lens;       // when asked for
 };
-
-// The top k next tokens of each row of logits (L, V), with their probabilities.
-std::vector<std::vector<Prediction>> topPredictions(const torch::Tensor& logits, int k,
-                                                    const Tokenizer& tokenizer);
 
 bool sameVariants(const RunSpec& a, const RunSpec& b);
 

@@ -69,6 +69,22 @@ bool close(double a, double b, double tolerance) {
     return std::abs(a - b) <= tolerance * (1.0 + std::abs(a));
 }
 
+// One head's summary from two captures that must agree: sparsity, mass, entropy, top-1 %
+// share, output variance, empty rows and the distance profile.
+void requireSameHeadSummary(const HeadDiagnostics& p, const HeadDiagnostics& q,
+                            const std::string& name) {
+    REQUIRE_MESSAGE(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
+    REQUIRE_MESSAGE(close(p.rowMass, q.rowMass, 1e-5), name);
+    REQUIRE_MESSAGE(close(p.entropy, q.entropy, 1e-4), name);
+    REQUIRE_MESSAGE(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
+    REQUIRE_MESSAGE(close(p.outputVariance, q.outputVariance, 1e-5), name);
+    REQUIRE(p.emptyRows == q.emptyRows);
+    REQUIRE(p.distanceProfile.size() == q.distanceProfile.size());
+    for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
+        REQUIRE_MESSAGE(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
+    }
+}
+
 std::string readText(const std::string& path) {
     std::ifstream in(path);
     std::stringstream s;
@@ -186,16 +202,7 @@ void compareCaptures(const CaptureResult& a, const CaptureResult& b, const std::
         for (size_t h = 0; h < x.attentionDiagnostics.heads.size(); ++h) {
             const auto& p = x.attentionDiagnostics.heads[h];
             const auto& q = y.attentionDiagnostics.heads[h];
-            REQUIRE_MESSAGE(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
-            REQUIRE_MESSAGE(close(p.rowMass, q.rowMass, 1e-5), name);
-            REQUIRE_MESSAGE(close(p.entropy, q.entropy, 1e-4), name);
-            REQUIRE_MESSAGE(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
-            REQUIRE_MESSAGE(close(p.outputVariance, q.outputVariance, 1e-5), name);
-            REQUIRE(p.emptyRows == q.emptyRows);
-            REQUIRE(p.distanceProfile.size() == q.distanceProfile.size());
-            for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
-                REQUIRE_MESSAGE(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
-            }
+            requireSameHeadSummary(p, q, name);
             REQUIRE_MESSAGE(std::abs(p.sink.firstTokenShare - q.sink.firstTokenShare) < 1e-5, name);
             REQUIRE_MESSAGE(std::abs(p.sink.sinkScore - q.sink.sinkScore) < 1e-5, name);
             REQUIRE(p.sink.sinkHead == q.sink.sinkHead);
@@ -344,17 +351,8 @@ TEST_CASE("lazyAndFullCaptureAgreeOnEveryVariant") {
             for (size_t h = 0; h < x.heads.size(); ++h) {
                 const auto& p = x.heads[h];
                 const auto& q = y.heads[h];
-                REQUIRE_MESSAGE(std::abs(p.sparsity - q.sparsity) < 1e-6, name);
-                REQUIRE_MESSAGE(close(p.rowMass, q.rowMass, 1e-5), name);
-                REQUIRE_MESSAGE(close(p.entropy, q.entropy, 1e-4), name);
+                requireSameHeadSummary(p, q, name);
                 REQUIRE_MESSAGE(std::abs(p.topShare - q.topShare) < 1e-5, name);
-                REQUIRE_MESSAGE(std::abs(p.topOnePercentShare - q.topOnePercentShare) < 1e-5, name);
-                REQUIRE_MESSAGE(close(p.outputVariance, q.outputVariance, 1e-5), name);
-                REQUIRE(p.emptyRows == q.emptyRows);
-                REQUIRE(p.distanceProfile.size() == q.distanceProfile.size());
-                for (size_t d = 0; d < p.distanceProfile.size(); ++d) {
-                    REQUIRE_MESSAGE(close(p.distanceProfile[d], q.distanceProfile[d], 1e-5), name);
-                }
             }
         }
     }

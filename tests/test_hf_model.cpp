@@ -150,17 +150,8 @@ std::string refusal(const std::string& path) {
 // ---- every family and feature against the NumPy forward -----------------------------
 
 TEST_CASE("matchesTheReference") {
-    struct Row {
-        std::string name;
-        size_t index;
-    };
-    std::vector<Row> rows;
-    for (size_t i = 0; i < fixture().reference["cases"].size(); ++i) {
-        rows.push_back({fixture().reference["cases"][i]["name"].get<std::string>(), i});
-    }
-    for (const Row& row : rows) {
-        INFO("row: " << row.name);
-        const json& c = fixture().reference["cases"][row.index];
+    for (const json& c : fixture().reference["cases"]) {
+        INFO("row: " << c["name"].get<std::string>());
         auto loaded = loadModelFolder(folder(c["folder"]), cpu());
         REQUIRE_MESSAGE(loaded.ok(), loaded.error());
         const auto ids = c["ids"].get<std::vector<int64_t>>();
@@ -378,17 +369,8 @@ TEST_CASE("slotVocabularyProjectsDownColumnsThroughTheOutput") {
 // ---- llama2.c ----------------------------------------------------------------------
 
 TEST_CASE("llama2cImportsMatchTheInterleavedForward") {
-    struct Row {
-        std::string name;
-        size_t index;
-    };
-    std::vector<Row> rows;
-    for (size_t i = 0; i < fixture().llama2cReference["cases"].size(); ++i) {
-        rows.push_back({fixture().llama2cReference["cases"][i]["name"].get<std::string>(), i});
-    }
-    for (const Row& row : rows) {
-        INFO("row: " << row.name);
-        const json& c = fixture().llama2cReference["cases"][row.index];
+    for (const json& c : fixture().llama2cReference["cases"]) {
+        INFO("row: " << c["name"].get<std::string>());
         Llama2cImport request;
         request.model = fixture().llama2c + "/" + c["file"].get<std::string>();
         request.tokenizer = relulens::test::dataPath("tiny/tokenizer.model");
