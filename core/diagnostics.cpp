@@ -11,7 +11,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/attention.h"
-#include "core/row_kernels.h"
+#include "core/row_pass.h"
 
 namespace relulens::core {
 
@@ -40,8 +40,6 @@ SparsityRule attentionSparsityRule(const RunSpec& run, int64_t layers, int64_t h
 }
 
 namespace {
-
-using namespace rows;
 
 std::vector<double> toVector(const torch::Tensor& t) {
     auto c = t.to(torch::kCPU, torch::kFloat64).contiguous();
@@ -178,29 +176,60 @@ void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0
     const bool exact = rule_.exactZero;
     // Parallel over heads: the rows of one head add into the same distance totals.
     at::parallel_for(0, H, 1, [&](int64_t headBegin, int64_t headEnd) {
-        std::vector<float> heap;
+        std::vector<float> candidates(static_cast<size_t>(K)), heap;
+        // The top 1 % of a row: its k largest entries up to the query (those before a window
+        // are 0 and rank last), found among the entries above a threshold. The next row of the
+        // same head has nearly the same weights, so its threshold is a little below this row's
+        // k-th largest; the first row's, or one that proves too high, comes from a sample.
+        float guess = std::numeric_limits<float>::infinity();
         for (int64_t row = headBegin * R; row < headEnd * R; ++row) {
             const int64_t h = row / R, i = row % R, at = r0 + i;  // absolute position
+            if (i == 0) guess = std::numeric_limits<float>::infinity();
             const float* x = p + row * K;
             const int64_t first = window_ > 0 ? std::max<int64_t>(0, at - window_ + 1) : 0;
             const int64_t n = at - first + 1;  // visible keys
-            const float tau = float(tauScale / double(n));
-            const RowSums sums = rowSums(x, at + 1);
-            const double sum = sums.sum, positiveSum = sums.positiveSum;
-            const double plogp = sums.positiveXLogX;
-            float best = sums.best;
-            addReversed(distance + h * L, x, at + 1);  // entry j is at distance at - j
-            const int64_t counted =
-                exact ? countZeros(x + first, n) : countBelow(x + first, n, tau);
-            if (K > at + 1) best = std::max(best, 0.0f);  // the block's masked entries are 0
             const int64_t k = std::max<int64_t>(1, int64_t(std::ceil(double(n) * 0.01)));
-            const double largest = sumOfLargest(x, at + 1, k, heap);
+            RowPassInput in;
+            in.x = x;
+            in.m = at + 1;
+            in.first = first;
+            in.exactZero = exact;
+            in.tau = float(tauScale / double(n));
+            in.totals = distance + h * L;  // entry j is at distance at - j
+            if (k > 1) in.threshold = std::isfinite(guess) ? guess : largestThreshold(x, in.m, k);
+            in.candidates = candidates.data();
+            const RowPassOutput r = rowPass(in);
+            double largest = r.best;  // k = 1
+            if (k > 1) {
+                LargestSum top;
+                bool found = sumOfLargestCandidates(candidates.data(), r.candidates, r.equal,
+                                                    in.threshold, k, top);
+                const float sampled = found ? in.threshold : largestThreshold(x, in.m, k);
+                if (!found && std::isfinite(sampled) && sampled < in.threshold) {
+                    int64_t equal = 0;
+                    const int64_t count =
+                        candidatesAbove(x, in.m, sampled, candidates.data(), &equal);
+                    found =
+                        sumOfLargestCandidates(candidates.data(), count, equal, sampled, k, top);
+                }
+                if (found) {
+                    largest = top.sum;
+                    guess = top.kth > 0 ? top.kth * 0.9f : top.kth;
+                } else {  // a short row, or thresholds above its k-th largest
+                    largest = sumOfLargest(x, in.m, k, heap);
+                    guess = std::numeric_limits<float>::infinity();
+                }
+            }
+            const float best = K > at + 1
+                                   ? std::max(r.best, 0.0f)  // the block's masked entries are 0
+                                   : r.best;
             const int64_t out = h * L + at;
-            sparse[out] = float(counted);
-            mass[out] = float(sum);
-            const bool hasMass = sum > 0;
-            const double safe = hasMass ? sum : 1.0;
-            entropy[out] = hasMass ? float((std::log(safe) * positiveSum - plogp) / safe) : 0.0f;
+            sparse[out] = float(r.counted);
+            mass[out] = float(r.sum);
+            const bool hasMass = r.sum > 0;
+            const double safe = hasMass ? r.sum : 1.0;
+            entropy[out] =
+                hasMass ? float((std::log(safe) * r.positiveSum - r.positiveXLogX) / safe) : 0.0f;
             top1[out] = float(double(best) / safe);
             topPct[out] = float(largest / safe);
             firstKey[out] = x[0];

@@ -1,22 +1,26 @@
-// The attention diagnostics' per-row arithmetic on the CPU (sums, maximum, Σ w log w, the top
-// 1 % and the distance totals of one row of weights), written so that the compiler runs it in
-// vector lanes. Internal to core/diagnostics.cpp.
+// The body of rowPass (core/row_pass.h), written so that the compiler runs it in vector lanes.
+// Compiled twice: by core/row_pass.cpp as is, and by core/row_pass_avx2.cpp for AVX2 and FMA
+// (eight lanes). Everything here has internal linkage and uses no standard-library template, so
+// that the two compilations share no symbol the linker could mix up.
 #pragma once
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
-#include <limits>
-#include <vector>
+
+#include "core/row_pass.h"
 
 namespace relulens::core::rows {
+namespace {
 
-// The per-row loops below work on kLanes floats at a time through the compiler's generic
-// vectors (GCC and Clang turn them into SSE/AVX instructions): a running float sum is a chain of
-// dependent additions the compiler must otherwise keep in order, one entry at a time. The lanes
-// are added in double at the end.
+// The loops work on kLanes floats at a time through the compiler's generic vectors (GCC and
+// Clang turn them into SSE or AVX instructions): a running float sum is otherwise a chain of
+// dependent additions the compiler must keep in order, one entry at a time. The lanes are added
+// in double at the end.
+#if defined(__AVX2__)
+constexpr int64_t kLanes = 8;
+#else
 constexpr int64_t kLanes = 4;
+#endif
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(float))));
 
@@ -24,6 +28,10 @@ inline Floats load(const float* x) {
     Floats v;
     std::memcpy(&v, x, sizeof v);
     return v;
+}
+
+inline void store(float* x, Floats v) {
+    std::memcpy(x, &v, sizeof v);
 }
 
 inline Floats splat(float x) {
@@ -39,6 +47,14 @@ inline Floats maximum(Floats a, Floats b) {
     return select(a > b, a, b);
 }
 
+inline Floats reversed(Floats v) {
+#if defined(__AVX2__)
+    return __builtin_shufflevector(v, v, 7, 6, 5, 4, 3, 2, 1, 0);
+#else
+    return __builtin_shufflevector(v, v, 3, 2, 1, 0);
+#endif
+}
+
 inline double laneSum(Floats v) {
     double sum = 0;
     for (int64_t k = 0; k < kLanes; ++k) sum += v[k];
@@ -47,35 +63,20 @@ inline double laneSum(Floats v) {
 
 inline float laneMax(Floats v) {
     float best = v[0];
-    for (int64_t k = 1; k < kLanes; ++k) best = std::max(best, v[k]);
+    for (int64_t k = 1; k < kLanes; ++k) best = v[k] > best ? v[k] : best;
     return best;
 }
 
-// Sum of the k largest of x[0..n), k <= n, through a min-heap of the k largest so far: most
-// entries are compared with the heap's smallest once and rejected, kLanes at a time when their
-// largest is no larger. The row is read from its end, where a query's nearest keys (often its
-// largest weights) are, so that the heap fills with large values early.
-inline double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& heap) {
-    heap.assign(x + n - k, x + n);
-    std::make_heap(heap.begin(), heap.end(), std::greater<float>());
-    float smallest = heap.front();
-    auto consider = [&](float v) {
-        if (v > smallest) {
-            std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
-            heap.back() = v;
-            std::push_heap(heap.begin(), heap.end(), std::greater<float>());
-            smallest = heap.front();
-        }
-    };
-    int64_t end = n - k;  // x[0..end) are still to be considered
-    for (; end >= kLanes; end -= kLanes) {
-        if (!(laneMax(load(x + end - kLanes)) > smallest)) continue;
-        for (int64_t c = 1; c <= kLanes; ++c) consider(x[end - c]);
-    }
-    for (; end > 0; --end) consider(x[end - 1]);
-    double sum = 0;
-    for (float v : heap) sum += v;
-    return sum;
+inline int64_t laneTotal(Ints v) {
+    int64_t total = 0;
+    for (int64_t k = 0; k < kLanes; ++k) total += v[k];
+    return total;
+}
+
+inline bool anyLane(Ints v) {
+    int32_t any = 0;
+    for (int64_t k = 0; k < kLanes; ++k) any |= v[k];
+    return any != 0;
 }
 
 // Natural log of positive normal floats, lane by lane: the exponent from the bits and Cephes's
@@ -104,16 +105,21 @@ inline Floats logPositive(Floats x) {
     return f + y + e * 0.693359375f;
 }
 
-// One row's sum, sum of positive entries, largest entry and Σ w⁺ log w⁺ (0 log 0 = 0), over
-// x[0..m).
-struct RowSums {
-    double sum = 0, positiveSum = 0, positiveXLogX = 0;
-    float best = -std::numeric_limits<float>::infinity();
-};
+inline bool sparse(float v, bool exactZero, float tau) {
+    return exactZero ? v == 0.0f : v < tau;
+}
 
-inline RowSums rowSums(const float* x, int64_t m) {
-    Floats sum{}, positive{}, xlogx{}, best = splat(-std::numeric_limits<float>::infinity());
-    const Floats zero{}, tiny = splat(1e-30f);
+// One read of each entry: the sums, the maximum, the sparse count, the distance totals and the
+// candidates for the largest entries.
+template <bool ExactZero>
+RowPassOutput rowPassKernel(const RowPassInput& in) {
+    const float* x = in.x;
+    const int64_t m = in.m;
+    Floats sum{}, positive{}, xlogx{}, best = splat(-__builtin_inff());
+    Ints count{}, equal{};
+    const Floats zero{}, tiny = splat(1e-30f), tau = splat(in.tau), threshold = splat(in.threshold);
+    float* candidates = in.candidates;
+    int64_t kept = 0;
     int64_t j = 0;
     for (; j + kLanes <= m; j += kLanes) {
         const Floats v = load(x + j);
@@ -122,38 +128,52 @@ inline RowSums rowSums(const float* x, int64_t m) {
         positive += p;
         xlogx += p * logPositive(maximum(p, tiny));
         best = maximum(best, v);
+        if constexpr (ExactZero) {  // lanes of −1 where true
+            count -= v == zero;
+        } else {
+            count -= v < tau;
+        }
+        float* t = in.totals + (m - j - kLanes);  // entry j + c is at distance m − 1 − j − c
+        store(t, load(t) + reversed(v));
+        const Ints above = v > threshold;
+        equal -= v == threshold;
+        if (anyLane(above)) {
+            for (int64_t c = 0; c < kLanes; ++c) {
+                candidates[kept] = v[c];
+                kept -= above[c];
+            }
+        }
     }
-    RowSums out;
+    RowPassOutput out;
     out.sum = laneSum(sum);
     out.positiveSum = laneSum(positive);
     out.positiveXLogX = laneSum(xlogx);
     out.best = laneMax(best);
+    out.counted = laneTotal(count);
+    out.equal = laneTotal(equal);
     for (; j < m; ++j) {
-        const float p = std::max(x[j], 0.0f);
-        out.sum += x[j];
+        const float v = x[j];
+        const float p = v > 0.0f ? v : 0.0f;
+        out.sum += v;
         out.positiveSum += p;
         out.positiveXLogX += p > 0.0f ? double(p) * std::log(double(p)) : 0.0;
-        out.best = std::max(out.best, x[j]);
+        out.best = v > out.best ? v : out.best;
+        out.counted += sparse(v, ExactZero, in.tau) ? 1 : 0;
+        in.totals[m - 1 - j] += v;
+        if (v > in.threshold) candidates[kept++] = v;
+        out.equal += v == in.threshold ? 1 : 0;
     }
+    // Entries before the window are not visible: they do not count.
+    for (int64_t i = 0; i < in.first && i < m; ++i) {
+        out.counted -= sparse(x[i], ExactZero, in.tau) ? 1 : 0;
+    }
+    out.candidates = kept;
     return out;
 }
 
-// totals[m − 1 − j] += x[j] for j < m: a row's weights added to the totals by distance from the
-// query (the query's own key is at distance 0).
-inline void addReversed(float* __restrict totals, const float* __restrict x, int64_t m) {
-    for (int64_t t = 0; t < m; ++t) totals[t] += x[m - 1 - t];
+inline RowPassOutput rowPassAnyRule(const RowPassInput& in) {
+    return in.exactZero ? rowPassKernel<true>(in) : rowPassKernel<false>(in);
 }
 
-inline int64_t countZeros(const float* __restrict x, int64_t n) {
-    int64_t count = 0;
-    for (int64_t j = 0; j < n; ++j) count += x[j] == 0.0f ? 1 : 0;
-    return count;
-}
-
-inline int64_t countBelow(const float* __restrict x, int64_t n, float tau) {
-    int64_t count = 0;
-    for (int64_t j = 0; j < n; ++j) count += x[j] < tau ? 1 : 0;
-    return count;
-}
-
+}  // namespace
 }  // namespace relulens::core::rows

@@ -1,8 +1,11 @@
 // Diagnostics (PAPERS.md) against hand-worked 3×3 maps.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/attention.h"
 #include "core/diagnostics.h"
+#include "core/row_pass.h"
 #include "core_test.h"
 
 using namespace relulens::core;
@@ -153,6 +156,8 @@ TEST_CASE("fusedRowsEqualTheTensorPath") {
         bool negative;
         int64_t tokens = 31;
         bool spread = false;
+        double zeroShare = 0.3;
+        bool ties = false;  // weights in steps of 1/8, so that many equal the k-th largest
     };
     const std::vector<Row> rows = {
         {"relu zeros", true, 0, false},
@@ -161,9 +166,12 @@ TEST_CASE("fusedRowsEqualTheTensorPath") {
         {"window tau", false, 5, false},
         {"negative weights", false, 0, true},
         {"long rows, weights from 1e-13 to 1", false, 0, false, 420, true},
+        {"long relu rows, mostly zeros", true, 0, false, 420, false, 0.97},
+        {"long rows of tied weights", false, 0, false, 420, false, 0.3, true},
+        {"long windowed rows", false, 300, false, 420, true},
     };
     for (const Row& row : rows) {
-        INFO("row: " << row.name);
+        INFO("row: " << std::string(row.name));
         const bool exact = row.exact;
         const int window = row.window;
         const bool negative = row.negative;
@@ -171,9 +179,10 @@ TEST_CASE("fusedRowsEqualTheTensorPath") {
         const int64_t H = 3, L = row.tokens;
         auto w = torch::rand({H, L, L});
         if (row.spread) w = torch::exp(-30.0 * w);
+        if (row.ties) w = (w * 8).floor() / 8;
         if (negative) w = w - 0.3;
-        w = torch::where(torch::rand({H, L, L}) < 0.3, torch::zeros({}), w);  // exact zeros
-        w.select(1, 4).fill_(0);                                              // an empty row
+        w = torch::where(torch::rand({H, L, L}) < row.zeroShare, torch::zeros({}), w);
+        w.select(1, 4).fill_(0);  // an empty row
         w = w * causalMask(L, L, 0, torch::kCPU, window).to(torch::kFloat32).unsqueeze(0);
         const SparsityRule rule{exact, 0.4};
         AttentionDiagnosticsAccumulator fused(H, L, rule, torch::kCPU, window),
@@ -209,6 +218,109 @@ TEST_CASE("fusedRowsEqualTheTensorPath") {
     }
 }
 
+TEST_CASE("rowPassOnAHandWorkedRow") {
+    // x = [0, 0.5, 0.25, 0, 0.25]: 2 zeros, sum 1, Σ x log x = 0.5 ln 0.5 + 2 · 0.25 ln 0.25,
+    // weights by distance from the query (entry 4 is at distance 0): [0.25, 0, 0.25, 0.5, 0];
+    // above 0.25: only 0.5, and 2 entries equal to it, so the 2 largest sum to 0.75.
+    const std::vector<float> x = {0, 0.5f, 0.25f, 0, 0.25f};
+    std::vector<RowPassPath> paths = {RowPassPath::Portable};
+    if (rowPassHasAvx2()) paths.push_back(RowPassPath::Avx2);
+    for (const auto path : paths) {
+        INFO("path " << int(path));
+        std::vector<float> totals(5, 0.0f), candidates(5);
+        RowPassInput in;
+        in.x = x.data();
+        in.m = 5;
+        in.exactZero = true;
+        in.totals = totals.data();
+        in.threshold = 0.25f;
+        in.candidates = candidates.data();
+        const RowPassOutput r = rowPass(in, path);
+        REQUIRE(r.counted == 2);
+        REQUIRE(std::abs(r.sum - 1.0) < 1e-7);
+        REQUIRE(std::abs(r.positiveSum - 1.0) < 1e-7);
+        REQUIRE(std::abs(r.positiveXLogX - (0.5 * std::log(0.5) + 0.5 * std::log(0.25))) < 1e-6);
+        REQUIRE(r.best == 0.5f);
+        REQUIRE(totals == std::vector<float>{0.25f, 0, 0.25f, 0.5f, 0});
+        REQUIRE(r.candidates == 1);
+        REQUIRE(candidates[0] == 0.5f);
+        REQUIRE(r.equal == 2);
+        LargestSum top;
+        REQUIRE(sumOfLargestCandidates(candidates.data(), r.candidates, r.equal, 0.25f, 2, top));
+        REQUIRE(top.sum == 0.75);
+        REQUIRE(top.kth == 0.25f);
+        // Four largest: the candidates cannot tell (only 3 reach the threshold).
+        REQUIRE(!sumOfLargestCandidates(candidates.data(), r.candidates, r.equal, 0.25f, 4, top));
+        // Below tau = 0.3 and after a window starting at entry 2: entries 2, 3 and 4 are
+        // visible, of which 0.25, 0 and 0.25 are below.
+        in.exactZero = false;
+        in.tau = 0.3f;
+        in.first = 2;
+        REQUIRE(rowPass(in, path).counted == 3);
+    }
+}
+
+TEST_CASE("rowPassPathsAgreeWithPlainLoops") {
+    // Rows of every length around the lanes' widths, with zeros, negative and tied entries,
+    // against loops over the entries one at a time in double.
+    torch::manual_seed(5);
+    std::vector<RowPassPath> paths = {RowPassPath::Portable};
+    if (rowPassHasAvx2()) paths.push_back(RowPassPath::Avx2);
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 257}) {
+        auto row = ((torch::rand({m}) - 0.2) * 8).floor() / 8;  // steps of 1/8, some negative
+        std::vector<float> x(row.data_ptr<float>(), row.data_ptr<float>() + m);
+        for (const bool exact : {true, false}) {
+            const int64_t first = m / 3;
+            const float tau = 0.2f, threshold = 0.25f;
+            double sum = 0, positive = 0, xlogx = 0, magnitude = 1;
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t counted = 0, equal = 0;
+            std::vector<float> above;
+            std::vector<float> totals(static_cast<size_t>(m), 0.0f);
+            for (int64_t j = 0; j < m; ++j) {
+                const float v = x[size_t(j)];
+                sum += v;
+                positive += std::max(v, 0.0f);
+                if (v > 0) xlogx += double(v) * std::log(double(v));
+                if (v > 0) magnitude += std::abs(double(v) * std::log(double(v)));
+                magnitude += std::abs(v);
+                best = std::max(best, v);
+                if (j >= first && (exact ? v == 0 : v < tau)) ++counted;
+                if (v > threshold) above.push_back(v);
+                if (v == threshold) ++equal;
+                totals[size_t(m - 1 - j)] += v;
+            }
+            for (const auto path : paths) {
+                INFO("m " << m << ", exact " << exact << ", path " << int(path));
+                std::vector<float> gotTotals(static_cast<size_t>(m), 0.0f);
+                std::vector<float> candidates(static_cast<size_t>(m));
+                RowPassInput in;
+                in.x = x.data();
+                in.m = m;
+                in.first = first;
+                in.exactZero = exact;
+                in.tau = tau;
+                in.totals = gotTotals.data();
+                in.threshold = threshold;
+                in.candidates = candidates.data();
+                const RowPassOutput r = rowPass(in, path);
+                // Float lanes over up to 257 entries: relative to the terms' magnitudes.
+                REQUIRE(std::abs(r.sum - sum) < 1e-5 * magnitude);
+                REQUIRE(std::abs(r.positiveSum - positive) < 1e-5 * magnitude);
+                REQUIRE(std::abs(r.positiveXLogX - xlogx) < 1e-5 * magnitude);
+                REQUIRE(r.best == best);
+                REQUIRE(r.counted == counted);
+                REQUIRE(r.equal == equal);
+                REQUIRE(gotTotals == totals);
+                candidates.resize(size_t(r.candidates));
+                std::sort(candidates.begin(), candidates.end());
+                std::sort(above.begin(), above.end());
+                REQUIRE(candidates == above);
+            }
+        }
+    }
+}
+
 TEST_CASE("sinksOnMapsBuiltByHand") {
     // Three heads over four tokens, rows added in two blocks:
     //   head 0, a perfect sink: every row puts all its weight on token 0;
@@ -224,7 +336,7 @@ TEST_CASE("sinksOnMapsBuiltByHand") {
         {"tensor path (other devices)", false},
     };
     for (const Row& row : rows) {
-        INFO("row: " << row.name);
+        INFO("row: " << std::string(row.name));
         const bool fused = row.fused;
         auto w = torch::zeros({3, 4, 4});
         for (int64_t i = 0; i < 4; ++i) {

@@ -1,0 +1,96 @@
+#include "core/row_pass.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/row_kernels.h"
+
+namespace relulens::core {
+
+#if defined(RELULENS_ROW_PASS_AVX2)
+RowPassOutput rowPassAvx2(const RowPassInput& in);  // core/row_pass_avx2.cpp
+#endif
+
+bool rowPassHasAvx2() {
+#if defined(RELULENS_ROW_PASS_AVX2)
+    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return has;
+#else
+    return false;
+#endif
+}
+
+RowPassOutput rowPass(const RowPassInput& in, RowPassPath path) {
+#if defined(RELULENS_ROW_PASS_AVX2)
+    if (path != RowPassPath::Portable && rowPassHasAvx2()) return rowPassAvx2(in);
+#else
+    (void)path;
+#endif
+    return rows::rowPassAnyRule(in);
+}
+
+float largestThreshold(const float* x, int64_t n, int64_t k) {
+    constexpr int64_t kMaxSample = 256;
+    const int64_t samples = std::min(kMaxSample, n / 4);
+    if (samples < 64 || k * 8 > n) return std::numeric_limits<float>::infinity();
+    float sample[kMaxSample];
+    const int64_t stride = n / samples;
+    for (int64_t s = 0; s < samples; ++s) sample[s] = x[s * stride];
+    // The sample's m-th largest: about n·m / samples entries reach it, twice k and a margin.
+    // (Rows whose largest entries are few and equal, like ReLU rows of zeros, are caught by the
+    // count of entries equal to the threshold.)
+    const int64_t m = std::min(samples, (2 * k * samples + n - 1) / n + 4);
+    std::nth_element(sample, sample + m - 1, sample + samples, std::greater<float>());
+    return sample[m - 1];
+}
+
+bool sumOfLargestCandidates(float* candidates, int64_t count, int64_t equal, float threshold,
+                            int64_t k, LargestSum& out) {
+    if (count + equal < k) return false;
+    double sum = 0;
+    if (count >= k) {
+        std::nth_element(candidates, candidates + (k - 1), candidates + count,
+                         std::greater<float>());
+        for (int64_t c = 0; c < k; ++c) sum += candidates[c];
+        out.kth = candidates[k - 1];
+    } else {  // every candidate, and k − count entries equal to the threshold
+        for (int64_t c = 0; c < count; ++c) sum += candidates[c];
+        sum += double(k - count) * double(threshold);
+        out.kth = threshold;
+    }
+    out.sum = sum;
+    return true;
+}
+
+int64_t candidatesAbove(const float* x, int64_t n, float threshold, float* candidates,
+                        int64_t* equal) {
+    int64_t kept = 0, same = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        candidates[kept] = x[j];
+        kept += x[j] > threshold ? 1 : 0;
+        same += x[j] == threshold ? 1 : 0;
+    }
+    *equal += same;
+    return kept;
+}
+
+double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& heap) {
+    heap.assign(x + n - k, x + n);
+    std::make_heap(heap.begin(), heap.end(), std::greater<float>());
+    float smallest = heap.front();
+    // Read from the row's end, where a query's nearest keys (often its largest weights) are, so
+    // that the heap fills with large values early and most entries are rejected at once.
+    for (int64_t j = n - k - 1; j >= 0; --j) {
+        if (x[j] > smallest) {
+            std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
+            heap.back() = x[j];
+            std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+            smallest = heap.front();
+        }
+    }
+    double sum = 0;
+    for (float v : heap) sum += v;
+    return sum;
+}
+
+}  // namespace relulens::core
