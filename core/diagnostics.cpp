@@ -46,20 +46,65 @@ std::vector<double> toVector(const torch::Tensor& t) {
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
-std::vector<VarianceBucket> varianceByRows(const torch::Tensor& headOutputs) {
-    // headOutputs (H, L, dh): bucket rows by n_i = i + 1 in [2^k, 2^(k+1) - 1].
+// Variance of x[0..n) (without Bessel's correction), in two passes in double.
+double varianceOf(const float* x, int64_t n) {
+    return centralSums(x, n, sumOf(x, n) / double(n)).squares / double(n);
+}
+
+// Variance over every entry (as torch's var without Bessel's correction): on the CPU in two
+// passes in double.
+double populationVariance(const torch::Tensor& t) {
+    if (!t.is_cpu() || t.numel() == 0) return t.var(/*unbiased=*/false).item<double>();
+    const auto x = t.to(torch::kFloat32).contiguous();
+    return varianceOf(x.data_ptr<float>(), x.numel());
+}
+
+// headOutputs (H, L, dh) on the CPU as float: each head's variance over all its entries.
+std::vector<double> headVariances(const torch::Tensor& x) {
+    const int64_t H = x.size(0), n = x.size(1) * x.size(2);
+    std::vector<double> out;
+    for (int64_t h = 0; h < H; ++h) out.push_back(varianceOf(x.data_ptr<float>() + h * n, n));
+    return out;
+}
+
+std::vector<VarianceBucket> varianceByRows(const torch::Tensor& x) {
+    // x: headOutputs (H, L, dh) on the CPU as float. Rows bucketed by n_i = i + 1 in
+    // [2^k, 2^(k+1) - 1]; a bucket's variance is the mean over heads of each head's.
     std::vector<VarianceBucket> buckets;
-    const int64_t L = headOutputs.size(1);
+    const int64_t H = x.size(0), L = x.size(1), dh = x.size(2);
+    const float* p = x.data_ptr<float>();
     for (int64_t lo = 1; lo <= L; lo *= 2) {
         const int64_t hi = std::min(L, lo * 2 - 1);
-        auto rows = headOutputs.narrow(1, lo - 1, hi - lo + 1);  // (H, rows, dh)
+        const int64_t entries = (hi - lo + 1) * dh;
         double variance = 0;
-        if (rows.size(1) * rows.size(2) > 1) {
-            variance = rows.flatten(1).var(1, /*unbiased=*/false).mean().item<double>();
+        if (entries > 1) {
+            for (int64_t h = 0; h < H; ++h)
+                variance += varianceOf(p + (h * L + lo - 1) * dh, entries);
+            variance /= double(H);
         }
         buckets.push_back({lo, hi, variance});
     }
     return buckets;
+}
+
+// Each row's share of sparse entries, of a (rows, N) tensor: exactly 0, or below tau in
+// magnitude.
+torch::Tensor sparseShareByRow(const torch::Tensor& t, bool exactZero, double tau) {
+    const int64_t N = t.size(-1);
+    if (!t.is_cpu()) {
+        const auto sparse = exactZero ? (t == 0) : (t.abs() < tau);
+        return sparse.to(torch::kFloat32).mean(-1);
+    }
+    const auto x = t.to(torch::kFloat32).contiguous();
+    const int64_t rows = x.numel() / std::max<int64_t>(N, 1);
+    auto out = torch::empty({rows}, torch::kFloat32);
+    const float* p = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+            o[r] = float(double(countSparse(p + r * N, N, exactZero, float(tau))) / double(N));
+    });
+    return out;
 }
 
 // (H, R) sums of each row's ceil(1 % of n_i) largest visible entries, n_i = r0 + i + 1 (at
@@ -274,8 +319,9 @@ AttentionDiagnostics AttentionDiagnosticsAccumulator::finish(
     const auto empty = toVector((~hasMass).to(torch::kFloat32).sum(-1));
     std::vector<double> variance(size_t(H), 0.0);
     if (headOutputs.defined()) {
-        variance = toVector(headOutputs.to(torch::kFloat32).flatten(1).var(1, false));
-        out.outputVarianceByN = varianceByRows(headOutputs.to(torch::kFloat32));
+        const auto x = headOutputs.to(torch::kCPU, torch::kFloat32).contiguous();
+        variance = headVariances(x);
+        out.outputVarianceByN = varianceByRows(x);
     }
     // Sinks: the first token's share of rows 1.. that have mass, and its mean weight over all rows.
     std::vector<double> share(size_t(H), 0.0), zeroMass(size_t(H), 0.0);
@@ -321,15 +367,19 @@ ResidualDiagnostics residualDiagnostics(const torch::Tensor& stream) {
     if (n == 0) return out;
     const int64_t d = stream.size(-1);
     const float* v = x.data_ptr<float>();
-    // One pass for the sum, the magnitudes and the three largest of them (of equal ones the
-    // first), a selection for the median, and one pass for the central moments, in double.
-    std::vector<float> magnitude(static_cast<size_t>(n));
+    // One pass for the three largest magnitudes (of equal ones the first) and a histogram of the
+    // magnitudes' upper 16 bits (the bits of non-negative floats order as the floats do); the
+    // median from a selection among the entries of its bin; the moments in two passes in double.
     std::vector<int64_t> top;  // indices, largest |h| first
-    double sum = 0;
+    std::vector<uint32_t> histogram(size_t(1) << 16, 0);
+    auto bitsOf = [](float m) {
+        uint32_t bits;
+        std::memcpy(&bits, &m, sizeof bits);
+        return bits;
+    };
     for (int64_t i = 0; i < n; ++i) {
         const float m = std::abs(v[i]);
-        magnitude[size_t(i)] = m;
-        sum += v[i];
+        ++histogram[bitsOf(m) >> 16];
         if (top.size() == 3 && !(m > std::abs(v[top.back()]))) continue;
         auto at = top.end();
         while (at != top.begin() && m > std::abs(v[*(at - 1)])) --at;
@@ -338,18 +388,23 @@ ResidualDiagnostics residualDiagnostics(const torch::Tensor& stream) {
     }
     for (const int64_t at : top) out.largest.push_back({double(v[at]), at / d, at % d});
     // The lower of the two middle values when n is even, as torch::median has it.
-    const auto middle = magnitude.begin() + (n - 1) / 2;
-    std::nth_element(magnitude.begin(), middle, magnitude.end());
-    out.medianAbs = *middle;
-    const double mean = sum / double(n);
-    double m2 = 0, m4 = 0;
+    const int64_t rank = (n - 1) / 2;
+    int64_t below = 0;
+    uint32_t bin = 0;
+    while (below + int64_t(histogram[bin]) <= rank) below += int64_t(histogram[bin++]);
+    std::vector<float> inBin;
+    inBin.reserve(histogram[bin]);
     for (int64_t i = 0; i < n; ++i) {
-        const double c = double(v[i]) - mean, c2 = c * c;
-        m2 += c2;
-        m4 += c2 * c2;
+        const float m = std::abs(v[i]);
+        if (bitsOf(m) >> 16 == bin) inBin.push_back(m);
     }
-    const double variance = m2 / double(n);
-    out.kurtosis = variance > 0 ? (m4 / double(n)) / (variance * variance) : 0;
+    const auto middle = inBin.begin() + (rank - below);
+    std::nth_element(inBin.begin(), middle, inBin.end());
+    out.medianAbs = *middle;
+    const double mean = sumOf(v, n) / double(n);
+    const CentralSums moments = centralSums(v, n, mean);
+    const double variance = moments.squares / double(n);
+    out.kurtosis = variance > 0 ? (moments.fourth / double(n)) / (variance * variance) : 0;
     return out;
 }
 
@@ -396,12 +451,11 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
     FfnDiagnostics out;
     const int64_t L = slots.size(0), N = slots.size(-1);
     out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
-    const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
-    out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
+    out.tokenSparsity = sparseShareByRow(slots, out.rule.exactZero, tauScale / double(N));
     // Every token has the same N slots: the mean over tokens of their shares is the overall one.
     out.sparsity = out.tokenSparsity.to(torch::kFloat64).mean().item<double>();
     const auto full = output.defined() ? output : ffnOutput(slots, w, kind);
-    out.outputVariance = full.var(/*unbiased=*/false).item<double>();
+    out.outputVariance = populationVariance(full);
     // Output variance of the memory restricted to its first N' slots (paper 1's mechanism:
     // softmax shrinks the output as slots grow, ReLU does not). b2 is left out.
     // The first N' slots' pre-activations are the first N' columns of the full ones; the curve
@@ -423,7 +477,7 @@ FfnDiagnostics ffnDiagnostics(const torch::Tensor& ffnInput, const torch::Tensor
                        w.lnB,
                        w.eps};
         auto m = ffnActivation(pre.narrow(-1, 0, n), kind);
-        double variance = ffnOutput(m, sub, kind).var(false).item<double>();
+        double variance = populationVariance(ffnOutput(m, sub, kind));
         out.outputVarianceBySlots.push_back({1, n, variance});
         if (n == N) break;
     }
@@ -435,12 +489,11 @@ FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tens
     FfnDiagnostics out;
     const int64_t L = slots.size(0), N = slots.size(-1);
     out.rule = SparsityRule{kind == FfnKind::Relu, tauScale};
-    const auto sparse = out.rule.exactZero ? (slots == 0) : (slots.abs() < tauScale / double(N));
-    out.tokenSparsity = sparse.to(torch::kFloat32).mean(-1);
+    out.tokenSparsity = sparseShareByRow(slots, out.rule.exactZero, tauScale / double(N));
     // Every token has the same N slots: the mean over tokens of their shares is the overall one.
     out.sparsity = out.tokenSparsity.to(torch::kFloat64).mean().item<double>();
     const auto full = output.defined() ? output : gatedFfnOutput(slots, w);
-    out.outputVariance = full.var(/*unbiased=*/false).item<double>();
+    out.outputVariance = populationVariance(full);
     // The coefficients are elementwise, so the memory restricted to its first N' slots is the
     // first N' coefficients against the first N' columns of down (its bias left out): each
     // doubling adds the next columns' product to the last.
@@ -458,7 +511,7 @@ FfnDiagnostics gatedFfnDiagnostics(const torch::Tensor& slots, const torch::Tens
             torch::linear(sample.narrow(-1, done, n - done), w.down.narrow(1, done, n - done));
         partial = partial.defined() ? partial + part : part;
         done = n;
-        out.outputVarianceBySlots.push_back({1, n, partial.var(false).item<double>()});
+        out.outputVarianceBySlots.push_back({1, n, populationVariance(partial)});
         if (n == N) break;
     }
     return out;

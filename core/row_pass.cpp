@@ -1,6 +1,8 @@
 #include "core/row_pass.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "core/row_kernels.h"
@@ -91,6 +93,75 @@ double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& he
     double sum = 0;
     for (float v : heap) sum += v;
     return sum;
+}
+
+namespace {
+
+// Floats read four at a time and added in double, two lanes per vector (what SSE2 holds).
+using Floats4 = float __attribute__((vector_size(4 * sizeof(float))));
+using Floats2 = float __attribute__((vector_size(2 * sizeof(float))));
+using Doubles = double __attribute__((vector_size(2 * sizeof(double))));
+
+struct FourDoubles {
+    Doubles low, high;
+};
+
+FourDoubles loadDoubles(const float* x) {
+    Floats4 v;
+    std::memcpy(&v, x, sizeof v);
+    return {__builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), Doubles),
+            __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), Doubles)};
+}
+
+double total(Doubles a, Doubles b) {
+    return (a[0] + b[0]) + (a[1] + b[1]);
+}
+
+}  // namespace
+
+double sumOf(const float* x, int64_t n) {
+    Doubles low{}, high{};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const FourDoubles v = loadDoubles(x + j);
+        low += v.low;
+        high += v.high;
+    }
+    double out = total(low, high);
+    for (; j < n; ++j) out += x[j];
+    return out;
+}
+
+CentralSums centralSums(const float* x, int64_t n, double mean) {
+    Doubles squaresLow{}, squaresHigh{}, fourthLow{}, fourthHigh{};
+    const Doubles centre = Doubles{} + mean;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const FourDoubles v = loadDoubles(x + j);
+        const Doubles low = v.low - centre, high = v.high - centre;
+        const Doubles low2 = low * low, high2 = high * high;
+        squaresLow += low2;
+        squaresHigh += high2;
+        fourthLow += low2 * low2;
+        fourthHigh += high2 * high2;
+    }
+    CentralSums out{total(squaresLow, squaresHigh), total(fourthLow, fourthHigh)};
+    for (; j < n; ++j) {
+        const double c = double(x[j]) - mean, c2 = c * c;
+        out.squares += c2;
+        out.fourth += c2 * c2;
+    }
+    return out;
+}
+
+int64_t countSparse(const float* x, int64_t n, bool exactZero, float tau) {
+    int32_t count = 0;  // (32 bits: the compiler keeps four counts in one vector)
+    if (exactZero) {
+        for (int64_t j = 0; j < n; ++j) count += x[j] == 0.0f ? 1 : 0;
+    } else {
+        for (int64_t j = 0; j < n; ++j) count += std::abs(x[j]) < tau ? 1 : 0;
+    }
+    return count;
 }
 
 }  // namespace relulens::core

@@ -1,6 +1,7 @@
 // One pass over a row of attention weights on the CPU: everything the attention diagnostics
 // read from it (core/diagnostics.cpp), in vector lanes, four floats wide on any x86-64 and eight
-// where the processor has AVX2 and FMA (chosen at run time). Internal to core.
+// where the processor has AVX2 and FMA (chosen at run time); and the sums over arrays of floats
+// the other diagnostics need. Internal to core.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -55,5 +56,16 @@ int64_t candidatesAbove(const float* x, int64_t n, float threshold, float* candi
                         int64_t* equal);
 // Sum of the k largest of x[0..n), k <= n, through a min-heap of the k largest so far.
 double sumOfLargest(const float* x, int64_t n, int64_t k, std::vector<float>& heap);
+
+// Σ x over x[0..n), in double.
+double sumOf(const float* x, int64_t n);
+// Σ (x − mean)² and Σ (x − mean)⁴ over x[0..n), in double.
+struct CentralSums {
+    double squares = 0, fourth = 0;
+};
+CentralSums centralSums(const float* x, int64_t n, double mean);
+// The entries of x[0..n), n < 2^31, that are exactly 0 (exactZero), or else whose magnitude is
+// below tau.
+int64_t countSparse(const float* x, int64_t n, bool exactZero, float tau);
 
 }  // namespace relulens::core

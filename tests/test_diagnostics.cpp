@@ -420,6 +420,64 @@ TEST_CASE("residualStreamPeaksMedianAndKurtosis") {
     REQUIRE(even.largest[1].dimension == int64_t(0));
 }
 
+TEST_CASE("residualMedianOfLongStreams") {
+    // Long streams whose magnitudes spread over many orders (so the median's search crosses many
+    // bins of the magnitudes' leading bits), with ties and zeros, odd and even counts: against a
+    // full sort of the magnitudes, and the kurtosis against a plain loop in double.
+    torch::manual_seed(21);
+    for (const auto& [rows, width] : {std::pair<int64_t, int64_t>{109, 367}, {2500, 16}}) {
+        const int64_t n = rows * width;  // 40003 and 40000
+        INFO("n " << n);
+        auto t = torch::randn({n}) * torch::exp(2 * torch::randn({n}));
+        t.narrow(0, 0, 5000).fill_(0.0f);
+        t.narrow(0, 5000, 3000).fill_(-0.75f);
+        t = t.index_select(0, torch::randperm(n));
+        const auto r = residualDiagnostics(t.view({rows, width}));
+        const float* x = t.data_ptr<float>();
+        std::vector<float> magnitudes(x, x + n);
+        for (float& m : magnitudes) m = std::abs(m);
+        std::sort(magnitudes.begin(), magnitudes.end());
+        REQUIRE(r.medianAbs == double(magnitudes[size_t((n - 1) / 2)]));
+        double mean = 0, m2 = 0, m4 = 0;
+        for (int64_t i = 0; i < n; ++i) mean += double(x[i]);
+        mean /= double(n);
+        for (int64_t i = 0; i < n; ++i) {
+            const double c = double(x[i]) - mean;
+            m2 += c * c;
+            m4 += c * c * c * c;
+        }
+        m2 /= double(n);
+        m4 /= double(n);
+        REQUIRE(std::abs(r.kurtosis - m4 / (m2 * m2)) < 1e-9 * r.kurtosis);
+    }
+}
+
+TEST_CASE("ffnTauRuleByTokenOnHandBuiltSlots") {
+    // A softmax memory of 4 slots counts |m| below tau = 0.4 / 4 = 0.1. Rows: 0.05 and −0.05
+    // are below (0.2 and 0.5 are not); 0.09 and 0 are below (0.1 is not, nor −0.2); none of
+    // four ones. The given output's six values 1..6 have mean 3.5 and variance 17.5 / 6.
+    FfnWeights w;
+    torch::manual_seed(4);
+    w.w1 = torch::randn({4, 2});
+    w.b1 = torch::zeros({4});
+    w.w2 = torch::randn({2, 4});
+    w.b2 = torch::zeros({2});
+    w.lnW = torch::ones({2});
+    w.lnB = torch::zeros({2});
+    const auto slots =
+        torch::tensor({0.05f, -0.05f, 0.2f, 0.5f, 0.1f, 0.09f, -0.2f, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f})
+            .view({3, 4});
+    const auto output = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}).view({3, 2});
+    const auto d = ffnDiagnostics(torch::randn({3, 2}), slots, w, FfnKind::Softmax, 0.4, output);
+    REQUIRE(!d.rule.exactZero);
+    REQUIRE(d.tokenSparsity.size(0) == int64_t(3));
+    REQUIRE(d.tokenSparsity[0].item<float>() == 0.5f);
+    REQUIRE(d.tokenSparsity[1].item<float>() == 0.5f);
+    REQUIRE(d.tokenSparsity[2].item<float>() == 0.0f);
+    REQUIRE(std::abs(d.sparsity - 1.0 / 3.0) < 1e-9);
+    REQUIRE(std::abs(d.outputVariance - 17.5 / 6.0) < 1e-12);
+}
+
 TEST_CASE("gatedFfnByHand") {
     // slot activations (3 tokens × 2 memory) and down (d 2 × 2 memory) chosen by hand: the
     // output rows are (1, 0), (0, -1) and (6, 3); their six values have mean 1.5 and
