@@ -19,7 +19,7 @@ int64_t poolEdge(int64_t a, int64_t extent, int64_t n) {
 
 namespace {
 
-constexpr int64_t kChunkFloats = int64_t(1) << 20;  // per rebuilt block of rows (cache-sized)
+constexpr int64_t kChunkFloats = int64_t(1) << 18;  // per rebuilt block of rows (cache-sized)
 
 torch::Tensor longTensor(const std::vector<int64_t>& values, const torch::Device& device) {
     return torch::tensor(values, torch::kLong).to(device);
@@ -402,7 +402,8 @@ torch::Tensor AttentionMaps::pooled(int64_t layer, int64_t head, int64_t rowBegi
     const int64_t chunk = std::max<int64_t>(1, kChunkFloats / (h * rowEnd));
     for (int64_t r0 = rowBegin; r0 < rowEnd; r0 += chunk) {
         const int64_t R = std::min(chunk, rowEnd - r0);
-        map.add(rowWeights(layer, h0, h, r0, R, r0 + R).mean(0, /*keepdim=*/true), r0);
+        const auto w = rowWeights(layer, h0, h, r0, R, r0 + R);  // (h, R, K)
+        map.add(h == 1 ? w : w.mean(0, /*keepdim=*/true), r0);
     }
     return map.result()[0];
 }

@@ -1,5 +1,7 @@
 #include "core/map_source.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace relulens::core {
@@ -103,6 +105,28 @@ torch::Tensor MapSource::pooled(int64_t layer, int64_t head, int64_t rowBegin, i
     PooledMap map(1, rowBegin, rowEnd, keyBegin, keyEnd, outRows, outKeys, pooling, torch::kCPU);
     map.add(full.unsqueeze(0), 0);
     return map.result()[0];
+}
+
+ValueRange valueRange(const torch::Tensor& values) {
+    const auto v = values.to(torch::kCPU, torch::kFloat32).contiguous();
+    const float* p = v.data_ptr<float>();
+    float low = std::numeric_limits<float>::infinity(), high = -low, lowPositive = low;
+    bool any = false;
+    for (int64_t i = 0, n = v.numel(); i < n; ++i) {
+        const float x = p[i];
+        if (std::isnan(x)) continue;
+        any = true;
+        low = std::min(low, x);
+        high = std::max(high, x);
+        if (x > 0) lowPositive = std::min(lowPositive, x);
+    }
+    ValueRange out;
+    out.any = any;
+    if (!any) return out;
+    out.min = low;
+    out.max = high;
+    out.minPositive = std::isinf(lowPositive) ? std::nan("") : double(lowPositive);
+    return out;
 }
 
 int64_t MapSource::bytes() const {

@@ -71,4 +71,12 @@ private:
     std::vector<torch::Tensor> overviews_;
 };
 
+// The range of a map's values (a pooled or exact region), in one pass: cells that are NaN (only
+// masked entries) left out; minPositive is NaN when no value is above 0.
+struct ValueRange {
+    bool any = false;  // some value is not NaN
+    double min = 0, max = 0, minPositive = 0;
+};
+ValueRange valueRange(const torch::Tensor& values);
+
 }  // namespace relulens::core

@@ -4,6 +4,8 @@
 #include <tuple>
 #include <utility>
 
+#include "core/row_kernels.h"
+
 namespace relulens::core {
 
 namespace {
@@ -28,13 +30,20 @@ std::pair<torch::Tensor, torch::Tensor> topOfRows(const torch::Tensor& x, int64_
         heap.clear();
         for (int64_t j = 0; j < k; ++j) heap.emplace_back(row[j], j);
         std::make_heap(heap.begin(), heap.end(), better);  // the front is the worst kept
-        for (int64_t j = k; j < V; ++j) {
+        auto consider = [&](int64_t j) {
             if (row[j] > heap.front().first) {
                 std::pop_heap(heap.begin(), heap.end(), better);
                 heap.back() = {row[j], j};
                 std::push_heap(heap.begin(), heap.end(), better);
             }
+        };
+        int64_t j = k;
+        // kLanes entries at a time: most groups hold nothing above the worst kept.
+        for (; j + rows::kLanes <= V; j += rows::kLanes) {
+            if (!(rows::laneMax(rows::load(row + j)) > heap.front().first)) continue;
+            for (int64_t c = 0; c < rows::kLanes; ++c) consider(j + c);
         }
+        for (; j < V; ++j) consider(j);
         std::sort_heap(heap.begin(), heap.end(), better);  // the best first
         for (int64_t j = 0; j < k; ++j) {
             value[r * k + j] = heap[size_t(j)].first;

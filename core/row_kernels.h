@@ -1,7 +1,8 @@
 // The body of rowPass (core/row_pass.h), written so that the compiler runs it in vector lanes.
-// Compiled twice: by core/row_pass.cpp as is, and by core/row_pass_avx2.cpp for AVX2 and FMA
-// (eight lanes). Everything here has internal linkage and uses no standard-library template, so
-// that the two compilations share no symbol the linker could mix up.
+// Compiled as is by core/row_pass.cpp (and core/predictions.cpp, for its lane helpers), and by
+// core/row_pass_avx2.cpp for AVX2 and FMA (eight lanes). Everything here has internal linkage and
+// uses no standard-library template, so that the two compilations share no symbol the linker could
+// mix up.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -399,6 +399,20 @@ TEST_CASE("theMapSourceAnswersAlikeFromEveryRepresentation") {
     REQUIRE(!x.weights(0, 0, 5, 2, 0, 3).defined());  // an empty region
 }
 
+TEST_CASE("aMapsValueRangeLeavesOutMaskedCells") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const auto r = valueRange(torch::tensor({nan, -2.0f, 0.0f, 0.5f, 3.0f, nan}).view({2, 3}));
+    REQUIRE(r.any);
+    REQUIRE(r.min == -2.0);
+    REQUIRE(r.max == 3.0);
+    REQUIRE(r.minPositive == 0.5);
+    const auto none = valueRange(torch::tensor({0.0f, -1.0f, nan}));
+    REQUIRE(none.any);
+    REQUIRE(none.max == 0.0);
+    REQUIRE(std::isnan(none.minPositive));  // nothing above 0
+    REQUIRE(!valueRange(torch::tensor({nan, nan})).any);
+}
+
 TEST_CASE("pooledMapsAgreeWithPoolingByHand") {
     const Fixture& fx = fixture();
     CaptureRequest lazy;

@@ -147,6 +147,7 @@ private Q_SLOTS:
     }
 
     void toggleRecomputesOnceAndChangesTheMap() {
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);  // the last request's comparison
         const int before = inference_->computeCount();
         const auto oldWeights = state_->result()->maps->weights(0, 0).clone();
         state_->toggleSoftmaxRelu();  // softmax -> relu_len
@@ -159,7 +160,9 @@ private Q_SLOTS:
         window_->view("attention")
             ->renderImage(1.0)
             .save(screenshotDir() + "/attention_relu_len.png");
-        // Back to softmax, seen moments ago: redrawn from the recent results, no forward pass.
+        // Back to softmax, seen moments ago: redrawn from the recent results, no forward pass
+        // (once the comparison, which waits for the views to draw the result, has come too).
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);
         const int reused = inference_->reuseCount();
         state_->toggleSoftmaxRelu();
         QVERIFY(waitForResult());

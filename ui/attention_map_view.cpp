@@ -230,12 +230,11 @@ AttentionMapView::Tile AttentionMapView::computeTile(Tile tile) {
     tile.values = tile.result->maps->pooled(tile.layer, tile.head, tile.q0, tile.q1, tile.k0,
                                             tile.k1, tile.outRows, tile.outKeys, tile.pooling);
     if (!tile.values.defined()) return tile;
-    const auto finite = tile.values.masked_select(tile.values.isnan().logical_not());
-    if (finite.numel() > 0) {
-        tile.maxValue = finite.max().item<double>();
-        tile.minValue = std::min(0.0, finite.min().item<double>());
-        const auto positive = finite.masked_select(finite > 0);
-        if (positive.numel() > 0) tile.minPositive = positive.min().item<double>();
+    const auto range = core::valueRange(tile.values);
+    if (range.any) {
+        tile.maxValue = range.max;
+        tile.minValue = std::min(0.0, range.min);
+        if (!std::isnan(range.minPositive)) tile.minPositive = range.minPositive;
     }
     return tile;
 }

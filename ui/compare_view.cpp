@@ -102,9 +102,8 @@ void CompareView::draw(const Panels& p) {
     for (int i = 0; i < 3; ++i) {
         fillRegionHeatmap(maps_[i].map, values[i], 0, L, 0, L);
         if (i == 2) {
-            const auto finite = values[2].masked_select(values[2].isnan().logical_not());
-            const double span =
-                std::max(1e-9, finite.numel() ? finite.abs().max().item<double>() : 0.0);
+            const auto range = core::valueRange(values[2]);
+            const double span = std::max(1e-9, range.any ? std::max(-range.min, range.max) : 0.0);
             maps_[i].map->setDataRange(QCPRange(-span, span));  // symmetric: white is no change
         } else {
             maps_[i].map->rescaleDataRange(true);

@@ -25,8 +25,8 @@ constexpr int kThumbnail = 128;
 QImage thumbnail(const torch::Tensor& pooled) {
     const auto m = pooled.to(torch::kFloat32).contiguous();
     const int rows = int(m.size(0)), keys = int(m.size(1));
-    const auto finite = m.masked_select(m.isnan().logical_not());
-    const double top = std::max(1e-12, finite.numel() ? finite.max().item<double>() : 0.0);
+    const auto range = core::valueRange(m);
+    const double top = std::max(1e-12, range.any ? range.max : 0.0);
     QCPColorGradient gradient = viridisGradient();
     QImage image(keys, rows, QImage::Format_RGB32);
     const float* p = m.data_ptr<float>();

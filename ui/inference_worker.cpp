@@ -6,6 +6,7 @@
 #include "core/device.h"
 #include "core/model_folder.h"
 #include "ui/app_state.h"
+#include "ui/map_jobs.h"
 
 namespace relulens::ui {
 
@@ -72,8 +73,9 @@ InferenceResponse runComparison(const InferenceRequest& request, core::LoadedMod
 
 }  // namespace
 
-InferenceWorker::InferenceWorker(std::atomic<bool>* cancel, std::atomic<bool>* cancelLoad)
-    : cancel_(cancel), cancelLoad_(cancelLoad) {}
+InferenceWorker::InferenceWorker(std::atomic<bool>* cancel, std::atomic<bool>* cancelLoad,
+                                 const std::atomic<quint64>* drawn)
+    : cancel_(cancel), cancelLoad_(cancelLoad), drawn_(drawn) {}
 InferenceWorker::~InferenceWorker() = default;
 
 void InferenceWorker::compute(const InferenceRequest& request) {
@@ -106,7 +108,18 @@ void InferenceWorker::compute(const InferenceRequest& request) {
     response.vocabulary = cached->vocabulary;
     Q_EMIT finished(response);
     if (response.lastPart) return;
+    waitUntilDrawn(request.id);
     Q_EMIT finished(runComparison(request, *model, cancel_, &comparisonMemory_));
+}
+
+void InferenceWorker::waitUntilDrawn(quint64 id) const {
+    // Long enough for a map tile at the sizes the window stays live at; a view that never
+    // answers delays the comparison by no more than this.
+    constexpr int kMostMs = 250;
+    QElapsedTimer clock;
+    clock.start();
+    while (drawn_->load() < id && !cancel_->load() && clock.elapsed() < kMostMs)
+        QThread::usleep(500);
 }
 
 const InferenceWorker::Cached* InferenceWorker::modelFor(const InferenceRequest& request,
@@ -138,7 +151,9 @@ const InferenceWorker::Cached* InferenceWorker::modelFor(const InferenceRequest&
 }
 
 InferenceController::InferenceController(AppState* state, QObject* parent)
-    : QObject(parent), state_(state), worker_(new InferenceWorker(&cancel_, &cancelLoad_)) {
+    : QObject(parent),
+      state_(state),
+      worker_(new InferenceWorker(&cancel_, &cancelLoad_, &drawn_)) {
     qRegisterMetaType<InferenceRequest>();
     qRegisterMetaType<InferenceResponse>();
     worker_->moveToThread(&thread_);
@@ -336,6 +351,23 @@ void InferenceController::start(InferenceRequest request) {
     Q_EMIT requestToWorker(request);
 }
 
+void InferenceController::markDrawn(quint64 id) {
+    // The views have asked for their tiles on resultChanged; a turn of the event loop later the
+    // map thread is working on them (or has nothing to do), and a replot it queued has run.
+    QTimer::singleShot(0, this, [this, id] {
+        if (MapJobs::instance().pending() == 0) {
+            drawn_ = id;
+            return;
+        }
+        connect(
+            &MapJobs::instance(), &MapJobs::idle, this,
+            [this, id] {
+                QTimer::singleShot(0, this, [this, id] { drawn_ = std::max(drawn_.load(), id); });
+            },
+            Qt::SingleShotConnection);
+    });
+}
+
 void InferenceController::onFinished(const InferenceResponse& response) {
     if (auto key = keys_.find(response.id); key != keys_.end()) {
         if (response.error.isEmpty()) remember(key->second, response);
@@ -361,6 +393,7 @@ void InferenceController::onFinished(const InferenceResponse& response) {
         shownFolder_ = response.folder;
         state_->setResult(response.result, response.comparison, response.vocabulary);
         Q_EMIT computed(response.milliseconds, QString::fromStdString(response.result->device));
+        if (!response.lastPart) markDrawn(response.id);
     } else if (response.comparison) {
         state_->setComparison(response.comparison);
     }

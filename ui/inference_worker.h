@@ -40,7 +40,8 @@ struct InferenceResponse {
     QString error;
     double milliseconds = 0;
     // A request is answered in two parts: the result first (so the views redraw as soon as
-    // possible), then the comparison; `lastPart` marks the last one.
+    // possible), then the comparison, once the views have drawn the result; `lastPart` marks the
+    // last one.
     bool lastPart = true;
 };
 
@@ -48,8 +49,10 @@ class InferenceWorker : public QObject {
     Q_OBJECT
 public:
     // cancel stops the running capture (a newer request supersedes it); cancelLoad stops a model
-    // load only when the user asks, so that typing during a long load does not restart it.
-    InferenceWorker(std::atomic<bool>* cancel, std::atomic<bool>* cancelLoad);
+    // load only when the user asks, so that typing during a long load does not restart it;
+    // drawn holds the id of the last result the window's views have drawn.
+    InferenceWorker(std::atomic<bool>* cancel, std::atomic<bool>* cancelLoad,
+                    const std::atomic<quint64>* drawn);
     ~InferenceWorker() override;
 public Q_SLOTS:
     void compute(const relulens::ui::InferenceRequest& request);
@@ -65,8 +68,13 @@ private:
     };
     const Cached* modelFor(const InferenceRequest& request, QString* error);
 
+    // Waits (a short while at most) until the views have drawn result `id`: a comparison started
+    // at once takes a core from the map thread drawing it.
+    void waitUntilDrawn(quint64 id) const;
+
     std::atomic<bool>* cancel_;
     std::atomic<bool>* cancelLoad_;
+    const std::atomic<quint64>* drawn_;
     std::map<QString, Cached> models_;
     // What the last captures of memoryFolder_'s model keep, so that a text extended at the end
     // runs only its new tokens.
@@ -123,12 +131,15 @@ private:
     void dispatch();
     void start(InferenceRequest request);
     void onFinished(const InferenceResponse& response);
+    // Marks result `id` drawn once the map thread has answered what the views asked for it.
+    void markDrawn(quint64 id);
 
     AppState* state_;
     QThread thread_;
     InferenceWorker* worker_;
     std::atomic<bool> cancel_{false};
     std::atomic<bool> cancelLoad_{false};
+    std::atomic<quint64> drawn_{0};
     QString shownFolder_;
     QTimer coalesce_;
     bool running_ = false;
