@@ -133,7 +133,10 @@ bool ExportableView::exportTo(const QString& path, double scale, QString* error)
             *error = "the PNG scale must be between 0 and 8";
             return false;
         }
-        renderImage(scale).save(&buffer, "PNG");
+        // The figure is opaque (drawn on white): three bytes a pixel, and zlib's fastest level
+        // (Qt's quality 80), which writes a figure about twice as fast as the default level for
+        // a file about a fifth larger.
+        renderImage(scale).convertToFormat(QImage::Format_RGB888).save(&buffer, "PNG", 80);
     } else if (suffix == "svg") {
         QSvgGenerator generator;
         generator.setOutputDevice(&buffer);
