@@ -121,21 +121,22 @@ PooledMap PooledMap::extended(int64_t tokens) const {
     return out;
 }
 
-void PooledMap::addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b) {
+void PooledMap::addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b,
+                                int64_t headBegin) {
     // One pass over each row's visible entries (keys 0..i): a running maximum per cell of
     // cell_ keys, and the cell's count of visible entries. (The general path's gathers make
     // several passes over the whole block: 4 s of an 8,192-token capture.)
-    const int64_t K = block.size(2), R = block.size(1);
+    const int64_t K = block.size(2), R = block.size(1), H = block.size(0);
     const float* in = block.data_ptr<float>();
-    float* v = values_.data_ptr<float>();
+    float* v = values_.data_ptr<float>() + headBegin * outRows_ * outKeys_;
     float* counts = counts_.data_ptr<float>();
     for (int64_t i = a; i < b; ++i) {
         const int64_t visible = std::min(i + 1, K);  // keys 0..i, as far as the block holds them
         const int64_t rowCell = i / cell_, cells = (visible + cell_ - 1) / cell_;
-        for (int64_t c = 0; c < cells; ++c) {
+        for (int64_t c = 0; c < cells && headBegin == 0; ++c) {
             counts[rowCell * outKeys_ + c] += float(std::min(visible, (c + 1) * cell_) - c * cell_);
         }
-        for (int64_t h = 0; h < heads_; ++h) {
+        for (int64_t h = 0; h < H; ++h) {
             const float* x = in + (h * R + (i - r0)) * K;
             float* into = v + (h * outRows_ + rowCell) * outKeys_;
             for (int64_t c = 0; c < cells; ++c) {
@@ -149,16 +150,16 @@ void PooledMap::addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t 
 }
 
 void PooledMap::addRegionRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b,
-                              int64_t available) {
+                              int64_t available, int64_t headBegin) {
     // As addOverviewRows, for cells of uneven widths (a zoomed region pooled to the plot's
     // pixels): each row's visible columns once, cell by cell. (The general path's gathers and
     // masks make several passes over the whole block, 50 ms for a 1,024-token map.)
     const int64_t K = block.size(2), R = block.size(1), C = keyEnd_ - keyBegin_;
-    const int64_t extent = rowEnd_ - rowBegin_;
+    const int64_t H = block.size(0), extent = rowEnd_ - rowBegin_;
     std::vector<int64_t> edges(size_t(outKeys_ + 1));
     for (int64_t c = 0; c <= outKeys_; ++c) edges[size_t(c)] = poolEdge(c, C, outKeys_);
     const float* in = block.data_ptr<float>();
-    float* v = values_.data_ptr<float>();
+    float* v = values_.data_ptr<float>() + headBegin * outRows_ * outKeys_;
     float* counts = counts_.data_ptr<float>();
     const bool maximum = pooling_ == Pooling::Max;
     for (int64_t i = a; i < b; ++i) {
@@ -168,11 +169,11 @@ void PooledMap::addRegionRows(const torch::Tensor& block, int64_t r0, int64_t a,
         const int64_t rowCell = ((i - rowBegin_ + 1) * outRows_ - 1) / extent;
         int64_t cells = 0;
         while (cells < outKeys_ && edges[size_t(cells)] < seen) ++cells;
-        for (int64_t c = 0; c < cells; ++c) {
+        for (int64_t c = 0; c < cells && headBegin == 0; ++c) {
             counts[rowCell * outKeys_ + c] +=
                 float(std::min(edges[size_t(c + 1)], seen) - edges[size_t(c)]);
         }
-        for (int64_t h = 0; h < heads_; ++h) {
+        for (int64_t h = 0; h < H; ++h) {
             const float* x = in + (h * R + (i - r0)) * K + keyBegin_;
             float* into = v + (h * outRows_ + rowCell) * outKeys_;
             for (int64_t c = 0; c < cells; ++c) {
@@ -228,8 +229,8 @@ void PooledMap::init(const torch::Device& device) {
     counts_ = torch::zeros({outRows_, outKeys_}, options);
 }
 
-void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
-    const int64_t R = valuesIn.size(1), K = valuesIn.size(2);
+void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0, int64_t headBegin) {
+    const int64_t H = valuesIn.size(0), R = valuesIn.size(1), K = valuesIn.size(2);
     const int64_t a = std::max(r0, rowBegin_), b = std::min(r0 + R, rowEnd_);
     if (a >= b) return;
     const int64_t Rs = b - a, C = keyEnd_ - keyBegin_;
@@ -243,9 +244,9 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
     if (values_.is_cpu() && device.is_cpu()) {
         const auto block = valuesIn.to(torch::kFloat32).contiguous();
         if (cell_ > 0) {
-            addOverviewRows(block, r0, a, b);
+            addOverviewRows(block, r0, a, b, headBegin);
         } else {
-            addRegionRows(block, r0, a, b, available);
+            addRegionRows(block, r0, a, b, available, headBegin);
         }
         return;
     }
@@ -268,21 +269,24 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
                                     : ((i - rowBegin_ + 1) * outRows_ - 1) / extent);
     }
     const auto rowIndex = longTensor(rowCell, device);  // (Rs)
-    counts_.narrow(1, 0, cells)
-        .index_add_(0, rowIndex,
-                    (visible.to(torch::kFloat32) * valid).view({Rs, cells, width_}).sum(-1));
+    if (headBegin == 0) {
+        counts_.narrow(1, 0, cells)
+            .index_add_(0, rowIndex,
+                        (visible.to(torch::kFloat32) * valid).view({Rs, cells, width_}).sum(-1));
+    }
+    auto heads = values_.narrow(0, headBegin, H);
     if (pooling_ == Pooling::Max) {
         const auto masked = torch::where(
             visible, gathered,
             torch::full({}, -std::numeric_limits<float>::infinity(), gathered.options()));
         const auto best =
-            masked.view({heads_, Rs, cells, width_}).amax(-1).contiguous();  // (H, Rs, cells)
+            masked.view({H, Rs, cells, width_}).amax(-1).contiguous();  // (H, Rs, cells)
         if (values_.is_cpu()) {
             // Rows fall into consecutive cells: a running maximum row by row (scatter_reduce
             // is several times slower here).
             const float* c = best.data_ptr<float>();
-            float* v = values_.data_ptr<float>();
-            for (int64_t h = 0; h < heads_; ++h) {
+            float* v = heads.data_ptr<float>();
+            for (int64_t h = 0; h < H; ++h) {
                 for (int64_t i = 0; i < Rs; ++i) {
                     const float* from = c + (h * Rs + i) * cells;
                     float* into = v + (h * outRows_ + rowCell[size_t(i)]) * outKeys_;
@@ -290,15 +294,15 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0) {
                 }
             }
         } else {
-            values_.narrow(2, 0, cells)
-                .scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({heads_, Rs, cells}), best,
-                                 "amax", /*include_self=*/true);
+            heads.narrow(2, 0, cells)
+                .scatter_reduce_(1, rowIndex.view({1, Rs, 1}).expand({H, Rs, cells}), best, "amax",
+                                 /*include_self=*/true);
         }
     } else {
         const auto masked =
             torch::where(visible, gathered, torch::zeros({}, gathered.options())) * valid;
-        values_.narrow(2, 0, cells)
-            .index_add_(1, rowIndex, masked.view({heads_, Rs, cells, width_}).sum(-1));
+        heads.narrow(2, 0, cells)
+            .index_add_(1, rowIndex, masked.view({H, Rs, cells, width_}).sum(-1));
     }
 }
 

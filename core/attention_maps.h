@@ -40,8 +40,10 @@ public:
     PooledMap extended(int64_t tokens) const;
     PooledMap copy() const;  // with its own running values
     // values: (H, R, K), rows rowOffset..rowOffset+R-1 against keys 0..K-1; keys from K on are
-    // taken as masked.
-    void add(const torch::Tensor& values, int64_t rowOffset);
+    // taken as masked. With headBegin > 0 they are heads headBegin..headBegin+H-1 of a block
+    // whose heads from 0 are added too (only those count the cells' entries). Disjoint heads of
+    // the same rows may be added from two threads at once.
+    void add(const torch::Tensor& values, int64_t rowOffset, int64_t headBegin = 0);
     torch::Tensor result() const;  // (H, outRows, outKeys) CPU float
     int64_t outRows() const { return outRows_; }
     int64_t outKeys() const { return outKeys_; }
@@ -53,9 +55,10 @@ private:
     void init(const torch::Device& device);
     int64_t edge(int64_t a, int64_t extent, int64_t n) const;  // first input of cell a
     // add() for an overview on the CPU: rows a..b-1 of the block (H, R, K) of rows r0...
-    void addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b);
+    void addOverviewRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b,
+                         int64_t headBegin);
     void addRegionRows(const torch::Tensor& block, int64_t r0, int64_t a, int64_t b,
-                       int64_t available);
+                       int64_t available, int64_t headBegin);
 
     int64_t heads_, rowBegin_, rowEnd_, keyBegin_, keyEnd_, outRows_, outKeys_;
     Pooling pooling_;

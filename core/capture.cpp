@@ -326,25 +326,25 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         for (const auto& a : accumulators) checkpoint.accumulators.push_back(a.resized(L));
         for (const auto& o : overviews) checkpoint.overviews.push_back(o.copy());
     }
-    auto addBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& w) {
-        if (!accumulators.empty()) accumulators[size_t(layer)].add(w, rowOffset);
-        if (!overviews.empty()) overviews[size_t(layer)].add(w, rowOffset);
-    };
     if (!accumulators.empty() || !overviews.empty()) {
-        trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, const torch::Tensor& block) {
+        // Called for two parts of a block's heads at once (disjoint heads: see ForwardTrace).
+        trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, int64_t headBegin,
+                                     const torch::Tensor& block) {
             const auto w = block[0];
-            const int64_t R = w.size(1), split = checkpoint.row - rowOffset;
-            if (!keepCheckpoint || checkpoint.row == P || split < 0 || split >= R) {
-                addBlock(layer, rowOffset, w);
-                return;
-            }
-            if (split > 0) addBlock(layer, rowOffset, w.narrow(1, 0, split));
-            if (!accumulators.empty()) {
-                checkpoint.accumulators.push_back(accumulators[size_t(layer)].resized(L));
-            }
-            if (!overviews.empty()) checkpoint.overviews.push_back(overviews[size_t(layer)].copy());
-            addBlock(layer, checkpoint.row, w.narrow(1, split, R - split));
+            if (!accumulators.empty()) accumulators[size_t(layer)].add(w, rowOffset, headBegin);
+            if (!overviews.empty()) overviews[size_t(layer)].add(w, rowOffset, headBegin);
         };
+        if (keepCheckpoint && checkpoint.row > P) {
+            trace.splitRow = checkpoint.row;
+            trace.onSplitRow = [&](int64_t layer) {
+                if (!accumulators.empty()) {
+                    checkpoint.accumulators.push_back(accumulators[size_t(layer)].resized(L));
+                }
+                if (!overviews.empty()) {
+                    checkpoint.overviews.push_back(overviews[size_t(layer)].copy());
+                }
+            };
+        }
     }
     if (cancel) trace.cancelled = [cancel] { return cancel->load(); };
     auto logits = model.forward(input, request.run, &trace);  // (1, L - P, V)

@@ -154,10 +154,11 @@ AttentionDiagnosticsAccumulator::AttentionDiagnosticsAccumulator(int64_t heads, 
     first_ = torch::zeros({heads, tokens}, options);
 }
 
-void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_t r0) {
+void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_t r0,
+                                          int64_t headBegin) {
     const auto w = weightsIn.to(torch::kFloat32).contiguous();  // (H, R, K)
     if (w.is_cpu() && fused_) {
-        addRows(w, r0);
+        addRows(w, r0, headBegin);
         return;
     }
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
@@ -196,27 +197,30 @@ void AttentionDiagnosticsAccumulator::add(const torch::Tensor& weightsIn, int64_
     const auto diagonals = padded.as_strided({H, R, K + 1}, {R * W, W + 1, 1});
     const auto totals = diagonals.sum(1);  // (H, K + 1): column t holds distance r0 + R - t
     const int64_t reach = r0 + R;          // distances 0..reach-1 occur in this block
-    distanceSums_.narrow(1, 0, reach) += totals.narrow(1, 1, reach).flip(-1);
+    auto rows = [&](const torch::Tensor& t) { return t.narrow(0, headBegin, H).narrow(1, r0, R); };
+    distanceSums_.narrow(0, headBegin, H).narrow(1, 0, reach) +=
+        totals.narrow(1, 1, reach).flip(-1);
 
-    sparseCount_.narrow(1, r0, R).copy_(sparse);
-    mass_.narrow(1, r0, R).copy_(mass);
-    entropy_.narrow(1, r0, R).copy_(entropy);
-    top1_.narrow(1, r0, R).copy_(top1);
-    topPct_.narrow(1, r0, R).copy_(topPct);
-    first_.narrow(1, r0, R).copy_(w.select(2, 0));
+    rows(sparseCount_).copy_(sparse);
+    rows(mass_).copy_(mass);
+    rows(entropy_).copy_(entropy);
+    rows(top1_).copy_(top1);
+    rows(topPct_).copy_(topPct);
+    rows(first_).copy_(w.select(2, 0));
 }
 
-void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0) {
+void AttentionDiagnosticsAccumulator::addRows(const torch::Tensor& w, int64_t r0,
+                                              int64_t headBegin) {
     const int64_t H = w.size(0), R = w.size(1), K = w.size(2);
+    const int64_t L = tokens_, skip = headBegin * L;  // the block's first head's place
     const float* p = w.data_ptr<float>();
-    float* sparse = sparseCount_.data_ptr<float>();
-    float* mass = mass_.data_ptr<float>();
-    float* entropy = entropy_.data_ptr<float>();
-    float* top1 = top1_.data_ptr<float>();
-    float* topPct = topPct_.data_ptr<float>();
-    float* distance = distanceSums_.data_ptr<float>();
-    float* firstKey = first_.data_ptr<float>();
-    const int64_t L = tokens_;
+    float* sparse = sparseCount_.data_ptr<float>() + skip;
+    float* mass = mass_.data_ptr<float>() + skip;
+    float* entropy = entropy_.data_ptr<float>() + skip;
+    float* top1 = top1_.data_ptr<float>() + skip;
+    float* topPct = topPct_.data_ptr<float>() + skip;
+    float* distance = distanceSums_.data_ptr<float>() + skip;
+    float* firstKey = first_.data_ptr<float>() + skip;
     const double tauScale = rule_.tauScale;
     const bool exact = rule_.exactZero;
     // Parallel over heads: the rows of one head add into the same distance totals.

@@ -97,7 +97,9 @@ class AttentionDiagnosticsAccumulator {
 public:
     AttentionDiagnosticsAccumulator(int64_t heads, int64_t tokens, const SparsityRule& rule,
                                     const torch::Device& device, int64_t window = 0);
-    void add(const torch::Tensor& weights, int64_t rowOffset);  // (H, R, K)
+    // weights (H, R, K): heads headBegin..headBegin+H-1. Disjoint heads may be added from two
+    // threads at once.
+    void add(const torch::Tensor& weights, int64_t rowOffset, int64_t headBegin = 0);
     // CPU blocks take one fused pass per row (the default); false keeps the tensor path that
     // other devices use, so tests can compare the two.
     void setFused(bool fused) { fused_ = fused; }
@@ -108,7 +110,7 @@ public:
     AttentionDiagnosticsAccumulator resized(int64_t tokens) const;
 
 private:
-    void addRows(const torch::Tensor& weights, int64_t rowOffset);  // fused, CPU
+    void addRows(const torch::Tensor& weights, int64_t rowOffset, int64_t headBegin);  // CPU
 
     int64_t heads_, tokens_, window_;
     bool fused_ = true;

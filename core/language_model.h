@@ -46,10 +46,17 @@ struct ForwardTrace {
     std::vector<LayerTrace> layers;
     // Attention runs over blocks of query rows, each against only the keys it can see, so no
     // (L, L) map exists unless scores or weights are traced. When set, every block of weights
-    // (B, H, R, K) of rows rowOffset..rowOffset+R-1 and keys 0..K-1 is handed here.
-    std::function<void(int64_t layer, int64_t rowOffset, const torch::Tensor& weights)>
+    // (B, H', R, K) of heads headBegin..headBegin+H'-1, rows rowOffset..rowOffset+R-1 and keys
+    // 0..K-1 is handed here. On a CPU with two cores the heads of a block come in two parts, one
+    // of them from a helper thread, both at once; blocks of rows come one after the other.
+    std::function<void(int64_t layer, int64_t rowOffset, int64_t headBegin,
+                       const torch::Tensor& weights)>
         onAttentionBlock;
     int64_t blockRows = 0;  // rows per block; 0 chooses from the input length
+    // When splitRow > 0, no block holds rows on both sides of it, and onSplitRow(layer) is called
+    // (on the thread that called forward()) when every row before it has been handed over.
+    int64_t splitRow = 0;
+    std::function<void(int64_t layer)> onSplitRow;
     // Polled between blocks; when it returns true the pass stops and forward() returns an
     // undefined tensor.
     std::function<bool()> cancelled;

@@ -6,6 +6,7 @@
 #include "core/attention.h"
 #include "core/diagnostics.h"
 #include "core/row_pass.h"
+#include "core/second_core.h"
 #include "core_test.h"
 
 using namespace relulens::core;
@@ -327,13 +328,17 @@ TEST_CASE("sinksOnMapsBuiltByHand") {
     //   head 1, uniform: row i gives 1 / (i + 1) to each of its keys;
     //   head 2, ReLU-like, row 1 abstains (all zeros): rows [.5], [0 0], [0 .4 .2], [.1 0 0
     //   .3].
+    // The forward pass hands a block's heads over in two parts from two threads at once; the
+    // same maps added that way (heads 0 and 1..2) must give the same figures.
     struct Row {
         const char* name;
-        bool fused;
+        bool fused, twoParts;
     };
     const std::vector<Row> rows = {
-        {"one pass per row (CPU)", true},
-        {"tensor path (other devices)", false},
+        {"one pass per row (CPU)", true, false},
+        {"tensor path (other devices)", false, false},
+        {"one pass per row, heads in two parts on two threads", true, true},
+        {"tensor path, heads in two parts on two threads", false, true},
     };
     for (const Row& row : rows) {
         INFO("row: " << std::string(row.name));
@@ -350,8 +355,16 @@ TEST_CASE("sinksOnMapsBuiltByHand") {
         w[2][3][3] = 0.3;
         AttentionDiagnosticsAccumulator accumulator(3, 4, SparsityRule{true, 0.1}, torch::kCPU);
         accumulator.setFused(fused);
-        accumulator.add(w.narrow(1, 0, 2).narrow(2, 0, 2).contiguous(), 0);
-        accumulator.add(w.narrow(1, 2, 2).contiguous(), 2);
+        auto add = [&](const torch::Tensor& block, int64_t r0) {
+            if (!row.twoParts) {
+                accumulator.add(block.contiguous(), r0);
+                return;
+            }
+            runOnTwoCores([&] { accumulator.add(block.narrow(0, 0, 1).contiguous(), r0, 0); },
+                          [&] { accumulator.add(block.narrow(0, 1, 2).contiguous(), r0, 1); });
+        };
+        add(w.narrow(1, 0, 2).narrow(2, 0, 2), 0);
+        add(w.narrow(1, 2, 2), 2);
         auto d = accumulator.finish(torch::Tensor());
         // Head 0: share 1 in rows 1..3; sink score (1 + 1 + 1 + 1) / 4.
         REQUIRE(std::abs(d.heads[0].sink.firstTokenShare - 1.0) < 1e-6);

@@ -1,0 +1,148 @@
+#include "core/second_core.h"
+
+#include <dlfcn.h>
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <c10/core/GradMode.h>
+
+namespace relulens::core {
+
+namespace {
+
+// The helper thread: waits for one task at a time. Tasks are taken only through try_lock of
+// `claim`, so a second caller never queues behind the first (it runs its halves itself).
+class Helper {
+public:
+    Helper() : thread_([this] { loop(); }) {}
+    ~Helper() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+    }
+
+    std::mutex claim;
+
+    // Starts `task` on the helper (the caller holds `claim`).
+    void start(const std::function<void()>* task, bool gradEnabled) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            task_ = task;
+            gradEnabled_ = gradEnabled;
+            done_ = false;
+            error_ = nullptr;
+        }
+        wake_.notify_all();
+    }
+
+    // Waits for the started task; returns its exception, if any.
+    std::exception_ptr wait() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        finished_.wait(lock, [this] { return done_; });
+        return error_;
+    }
+
+private:
+    void loop() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [this] { return stop_ || task_ != nullptr; });
+            if (stop_) return;
+            const auto* task = task_;
+            const bool grad = gradEnabled_;
+            lock.unlock();
+            std::exception_ptr error;
+            try {
+                c10::AutoGradMode mode(grad);
+                (*task)();
+            } catch (...) {
+                error = std::current_exception();
+            }
+            lock.lock();
+            task_ = nullptr;
+            error_ = error;
+            done_ = true;
+            finished_.notify_all();
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wake_, finished_;
+    const std::function<void()>* task_ = nullptr;
+    bool gradEnabled_ = false, done_ = false, stop_ = false;
+    std::exception_ptr error_;
+    std::thread thread_;  // last: starts after the members it reads
+};
+
+Helper& helper() {
+    static Helper instance;
+    return instance;
+}
+
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+
+struct OpenBlas {
+    SetThreads set = nullptr;
+    GetThreads get = nullptr;
+};
+
+const OpenBlas& openBlas() {
+    // LibTorch reaches BLAS through libblas.so.3, which is OpenBLAS where libopenblas0 is
+    // installed (the reference BLAS has neither function).
+    static const OpenBlas functions = [] {
+        OpenBlas f;
+        f.set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+        f.get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+        if (!f.set || !f.get) f = OpenBlas{};
+        return f;
+    }();
+    return functions;
+}
+
+}  // namespace
+
+bool secondCoreAvailable() {
+    static const bool available = std::thread::hardware_concurrency() >= 2;
+    return available;
+}
+
+void runOnTwoCores(const std::function<void()>& first, const std::function<void()>& second) {
+    std::unique_lock<std::mutex> claimed;
+    if (secondCoreAvailable())
+        claimed = std::unique_lock<std::mutex>(helper().claim, std::try_to_lock);
+    if (!claimed.owns_lock()) {
+        first();
+        second();
+        return;
+    }
+    helper().start(&first, c10::GradMode::is_enabled());
+    std::exception_ptr mine;
+    try {
+        second();
+    } catch (...) {
+        mine = std::current_exception();
+    }
+    const std::exception_ptr theirs = helper().wait();
+    if (theirs) std::rethrow_exception(theirs);
+    if (mine) std::rethrow_exception(mine);
+}
+
+SingleThreadedBlas::SingleThreadedBlas() {
+    const auto& blas = openBlas();
+    if (!blas.set) return;
+    previous_ = blas.get();
+    if (previous_ > 1) blas.set(1);
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+    if (previous_ > 1) openBlas().set(previous_);
+}
+
+}  // namespace relulens::core
