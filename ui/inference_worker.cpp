@@ -276,8 +276,11 @@ int64_t bytesOf(const core::CaptureResult& r) {
     return bytes;
 }
 
-constexpr int64_t kRecentBytes = int64_t(1) << 29;  // kept results hold at most 512 MB
-constexpr size_t kRecentCount = 8;
+// Kept results hold at most 512 MB, but the newest two are kept whatever their size, so that
+// toggling back to the variant seen just before needs no forward pass even on a large model
+// (a TinyLlama-shaped capture of 512 tokens holds more than 512 MB).
+constexpr int64_t kRecentBytes = int64_t(1) << 29;
+constexpr size_t kRecentCount = 8, kRecentAlways = 2;
 
 }  // namespace
 
@@ -296,7 +299,8 @@ void InferenceController::remember(const QString& key, const InferenceResponse& 
     }
     int64_t total = 0;
     for (const auto& r : recent_) total += r.bytes;
-    while (recent_.size() > 1 && (recent_.size() > kRecentCount || total > kRecentBytes)) {
+    while (recent_.size() > kRecentAlways &&
+           (recent_.size() > kRecentCount || total > kRecentBytes)) {
         total -= recent_.front().bytes;
         recent_.erase(recent_.begin());
     }
