@@ -27,18 +27,19 @@ torch::Tensor visibleCounts(int64_t rows, int64_t rowOffset, const torch::Device
 
 namespace {
 
-torch::Tensor applyFamily(const torch::Tensor& s, FamilyFunction h) {
+// h(s), in s's place when `inPlace` and h has an in-place form.
+torch::Tensor applyFamily(torch::Tensor s, FamilyFunction h, bool inPlace) {
     switch (h) {
         case FamilyFunction::Relu:
-            return torch::relu(s);
+            return inPlace ? s.relu_() : torch::relu(s);
         case FamilyFunction::Relu2:
-            return torch::relu(s).square();
+            return inPlace ? s.relu_().square_() : torch::relu(s).square();
         case FamilyFunction::Gelu:
             return torch::gelu(s);
         case FamilyFunction::Softplus:
             return torch::softplus(s);
         case FamilyFunction::Sigmoid:
-            return torch::sigmoid(s);
+            return inPlace ? s.sigmoid_() : torch::sigmoid(s);
     }
     return torch::relu(s);
 }
@@ -158,28 +159,34 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
             t.narrow(-1, rowOffset, rows).masked_fill_(above, value);
             return t;
         };
+        auto relu = [&] { return mayOverwrite ? scores.relu_() : torch::relu(scores); };
         auto divided = [&](torch::Tensor t) {  // by n_i^a
             if (spec.lengthExponent == 0) return t;
             return t.div_(visibleCounts(rows, rowOffset, scores.device()).pow(spec.lengthExponent));
         };
         switch (spec.kind) {
             case AttentionKind::Softmax: {
-                auto s = mayOverwrite ? scores : scores.clone();
-                return torch::softmax(maskTail(s, -std::numeric_limits<float>::infinity()), -1);
+                if (!mayOverwrite) {
+                    return torch::softmax(
+                        maskTail(scores.clone(), -std::numeric_limits<float>::infinity()), -1);
+                }
+                // In place: the softmax reads each row before it writes it.
+                auto s = maskTail(scores, -std::numeric_limits<float>::infinity());
+                return at::_softmax_out(s, s, -1, /*half_to_float=*/false);
             }
             case AttentionKind::Relu:
-                return maskTail(torch::relu(scores), 0);
+                return maskTail(relu(), 0);
             case AttentionKind::ReluLen:
-                return divided(maskTail(torch::relu(scores), 0));
+                return divided(maskTail(relu(), 0));
             case AttentionKind::ReluFormer: {
                 const auto n = visibleCounts(rows, rowOffset, scores.device());
                 auto g = gamma.defined() ? gamma.to(scores.dtype())
                                          : torch::ones({scores.size(0)}, scores.options());
                 const auto scale = g.view({-1, 1, 1}) * torch::sqrt(n / 2.0).unsqueeze(0);
-                return maskTail(torch::relu(scores), 0).div_(scale);
+                return maskTail(relu(), 0).div_(scale);
             }
             case AttentionKind::Family:
-                return divided(maskTail(applyFamily(scores, spec.familyFunction), 0));
+                return divided(maskTail(applyFamily(scores, spec.familyFunction, mayOverwrite), 0));
             default:
                 break;
         }
@@ -206,7 +213,7 @@ torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec&
         }
         case AttentionKind::Family: {
             const auto n = visibleCounts(rows, rowOffset, scores.device(), window);
-            return torch::where(mask, applyFamily(scores, spec.familyFunction), zero) /
+            return torch::where(mask, applyFamily(scores, spec.familyFunction, false), zero) /
                    n.pow(spec.lengthExponent);
         }
         default:

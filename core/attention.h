@@ -9,8 +9,8 @@
 namespace relulens::core {
 
 // scores: (heads, rows, keys) = q·k / sqrt(d_head); gamma: (heads) ReLUFormer scale.
-// Returns weights of the same shape. mayOverwrite lets softmax reuse the scores' memory.
-// window: 0 for none.
+// Returns weights of the same shape. mayOverwrite lets the papers' variants write them in the
+// scores' memory. window: 0 for none.
 torch::Tensor attentionWeights(const torch::Tensor& scores, const AttentionSpec& spec,
                                const torch::Tensor& gamma, int64_t rowOffset = 0,
                                bool mayOverwrite = false, int64_t window = 0);
