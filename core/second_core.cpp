@@ -1,7 +1,13 @@
 #include "core/second_core.h"
 
 #include <dlfcn.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
+#include <cerrno>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -12,6 +18,23 @@
 namespace relulens::core {
 
 namespace {
+
+#ifdef __linux__
+// On Linux each thread has its own nice value, set through its thread id.
+int threadNice() {
+    errno = 0;
+    const int nice = getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)));
+    return errno == 0 ? nice : 0;
+}
+void setThreadNice(int nice) {
+    setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);
+}
+#else
+int threadNice() {
+    return 0;
+}
+void setThreadNice(int) {}
+#endif
 
 // The helper thread: waits for one task at a time. Tasks are taken only through try_lock of
 // `claim`, so a second caller never queues behind the first (it runs its halves itself).
@@ -30,11 +53,12 @@ public:
     std::mutex claim;
 
     // Starts `task` on the helper (the caller holds `claim`).
-    void start(const std::function<void()>* task, bool gradEnabled) {
+    void start(const std::function<void()>* task, bool gradEnabled, int nice) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
             task_ = task;
             gradEnabled_ = gradEnabled;
+            nice_ = nice;
             done_ = false;
             error_ = nullptr;
         }
@@ -50,13 +74,19 @@ public:
 
 private:
     void loop() {
+        ownNice_ = threadNice();  // a new thread has its creator's
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             wake_.wait(lock, [this] { return stop_ || task_ != nullptr; });
             if (stop_) return;
             const auto* task = task_;
             const bool grad = gradEnabled_;
+            const int nice = nice_;
             lock.unlock();
+            if (nice != ownNice_) {
+                setThreadNice(nice);
+                ownNice_ = threadNice();
+            }
             std::exception_ptr error;
             try {
                 c10::AutoGradMode mode(grad);
@@ -76,6 +106,7 @@ private:
     std::condition_variable wake_, finished_;
     const std::function<void()>* task_ = nullptr;
     bool gradEnabled_ = false, done_ = false, stop_ = false;
+    int nice_ = 0, ownNice_ = 0;  // the caller's nice value; the helper's own
     std::exception_ptr error_;
     std::thread thread_;  // last: starts after the members it reads
 };
@@ -122,7 +153,7 @@ void runOnTwoCores(const std::function<void()>& first, const std::function<void(
         second();
         return;
     }
-    helper().start(&first, c10::GradMode::is_enabled());
+    helper().start(&first, c10::GradMode::is_enabled(), threadNice());
     std::exception_ptr mine;
     try {
         second();
@@ -132,6 +163,11 @@ void runOnTwoCores(const std::function<void()>& first, const std::function<void(
     const std::exception_ptr theirs = helper().wait();
     if (theirs) std::rethrow_exception(theirs);
     if (mine) std::rethrow_exception(mine);
+}
+
+void lowerThreadPriority() {
+    constexpr int kBackground = 10;
+    if (threadNice() < kBackground) setThreadNice(kBackground);
 }
 
 SingleThreadedBlas::SingleThreadedBlas() {

@@ -19,6 +19,12 @@ bool secondCoreAvailable();
 // either is rethrown here (the first one's when both throw), after both have finished.
 void runOnTwoCores(const std::function<void()>& first, const std::function<void()>& second);
 
+// Lowers the calling thread's scheduling priority (nice 10), so that a thread that paints gets
+// a core first when both are busy with a long pass. The helper thread of runOnTwoCores takes the
+// priority of the thread whose work it runs (as far as it may: a thread can lower its priority
+// but not raise it back). Linux only; elsewhere it does nothing.
+void lowerThreadPriority();
+
 // While one lives, OpenBLAS multiplies on the calling thread only (each of the two halves
 // takes one core instead of both halves asking OpenBLAS for both). Restores OpenBLAS's thread
 // count when destroyed. Does nothing when the BLAS in use is not OpenBLAS.

@@ -162,7 +162,10 @@ private Q_SLOTS:
 #ifdef RELULENS_SANITIZED
         const double allowed = 1000;  // instrumented widgets draw several times slower
 #else
-        const double allowed = 250;
+        // The memory slots view pooling its (tokens × slots) heatmap on the GUI thread stalled it
+        // for 188-266 ms here; with that on the map thread and the compute threads at a lower
+        // priority, 48-92 ms (82-154 ms at the same priority).
+        const double allowed = 175;
 #endif
         QVERIFY2(longest < allowed,
                  qPrintable(QString("the event loop stalled for %1 ms").arg(longest)));

@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/model_folder.h"
+#include "core/second_core.h"
 #include "ui/app_state.h"
 #include "ui/map_jobs.h"
 
@@ -85,6 +86,7 @@ void InferenceWorker::compute(const InferenceRequest& request) {
     static thread_local bool configured = false;
     if (!configured) {
         core::configureThreads();
+        core::lowerThreadPriority();  // the GUI thread paints first
         configured = true;
     }
     QString error;

@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 
 #include "core/device.h"
+#include "core/second_core.h"
 
 namespace relulens::ui {
 
@@ -32,6 +33,7 @@ void MapJobs::configureThread() {
     static thread_local bool configured = false;
     if (!configured) {
         core::configureThreads();
+        core::lowerThreadPriority();  // the GUI thread paints first
         configured = true;
     }
 }

@@ -75,52 +75,91 @@ void MemorySlotsView::setOrder(Order order) {
 }
 
 void MemorySlotsView::refresh() {
+    Figure wanted = wantedFigure();
+    if (!wanted.result) return;
+    if (wanted.same(shown_)) {
+        channel_.supersede();
+        refreshSelection();
+        return;
+    }
+    MapJobs::instance().post<Figure>(
+        channel_, this, [wanted] { return computeFigure(wanted); },
+        [this](Figure done) { applyFigure(std::move(done)); });
+    refreshSelection();  // the token's top slots come from one row: drawn now
+}
+
+MemorySlotsView::Figure MemorySlotsView::wantedFigure() const {
+    Figure f;
     auto result = state_->result();
-    if (!result || state_->layer() >= int(result->layers.size())) return;
-    const auto& activations = result->layers[size_t(state_->layer())].slotActivations;  // (L, d_ff)
-    if (!activations.defined()) return;
+    if (!result || state_->layer() >= int(result->layers.size())) return f;
+    if (!result->layers[size_t(state_->layer())].slotActivations.defined()) return f;
+    f.result = result;
+    f.layer = state_->layer();
+    f.rule = orderRule_;
+    return f;
+}
+
+MemorySlotsView::Figure MemorySlotsView::computeFigure(Figure f) {
+    const auto& activations = f.result->layers[size_t(f.layer)].slotActivations;  // (L, d_ff)
     const int L = int(activations.size(0)), N = int(activations.size(1));
     torch::Tensor key;
-    if (orderRule_ == Order::Total) key = activations.sum(0);
+    if (f.rule == Order::Total) key = activations.sum(0);
     // Selectivity: the share of a slot's total activation on its single strongest token.
-    if (orderRule_ == Order::Selective)
+    if (f.rule == Order::Selective)
         key = activations.clamp_min(0).amax(0) / (activations.clamp_min(0).sum(0) + 1e-9);
-    order_.resize(N);
+    f.order.resize(N);
     if (key.defined()) {
         auto sorted = std::get<1>(key.sort(0, /*descending=*/true)).contiguous();
-        for (int i = 0; i < N; ++i) order_[i] = int(sorted.data_ptr<int64_t>()[i]);
+        for (int i = 0; i < N; ++i) f.order[i] = int(sorted.data_ptr<int64_t>()[i]);
     } else {
-        for (int i = 0; i < N; ++i) order_[i] = i;
+        for (int i = 0; i < N; ++i) f.order[i] = i;
     }
-    auto index = torch::tensor(std::vector<int64_t>(order_.begin(), order_.end()));
+    auto index = torch::tensor(std::vector<int64_t>(f.order.begin(), f.order.end()));
     // A long text has more tokens than the heatmap has pixel rows: each row of cells shows the
     // maximum over its block of tokens (8 M cells for 10,744 tokens stalled the window).
     auto shown = activations;
-    const int block = (L + kMaxHeatmapRows - 1) / kMaxHeatmapRows;  // tokens per row of cells
-    if (block > 1) {
-        const int rows = (L + block - 1) / block;
-        shown = torch::constant_pad_nd(activations, {0, 0, 0, rows * block - L},
+    f.block = (L + kMaxHeatmapRows - 1) / kMaxHeatmapRows;
+    if (f.block > 1) {
+        const int rows = (L + f.block - 1) / f.block;
+        shown = torch::constant_pad_nd(activations, {0, 0, 0, rows * f.block - L},
                                        -std::numeric_limits<float>::infinity())
-                    .view({rows, block, N})
+                    .view({rows, f.block, N})
                     .amax(1);
     }
-    fillRegionHeatmap(map_.map, shown.index_select(1, index), 0, int64_t(shown.size(0)) * block, 0,
-                      N);
+    f.shown = shown.index_select(1, index).to(torch::kFloat32).contiguous();
+    return f;
+}
+
+void MemorySlotsView::ensureCurrentFigure() {
+    Figure wanted = wantedFigure();
+    if (!wanted.result || wanted.same(shown_)) return;
+    channel_.supersede();
+    applyFigure(computeFigure(std::move(wanted)));
+}
+
+void MemorySlotsView::applyFigure(Figure f) {
+    if (!f.shown.defined() || f.result != state_->result()) return;
+    shown_ = std::move(f);
+    order_ = shown_.order;
+    const auto& result = shown_.result;
+    const int rows = int(shown_.shown.size(0)), N = int(shown_.shown.size(1));
+    const int L = int(result->layers[size_t(shown_.layer)].slotActivations.size(0));
+    fillRegionHeatmap(map_.map, shown_.shown, 0, int64_t(rows) * shown_.block, 0, N);
     map_.map->rescaleDataRange(true);
     heat_->xAxis->setRange(-0.5, N - 0.5);
     heat_->yAxis->setRange(-0.5, L - 0.5);
     setHeading(
         map_.heading,
         QString("Layer %1 memory: %2 tokens × %3 slots, FFN %4%5%6")
-            .arg(state_->layer())
+            .arg(shown_.layer)
             .arg(L)
             .arg(N)
             .arg(QString::fromStdString(core::ffnKindName(result->run.ffn)))
             .arg(result->trainedWithRun ? "" : " (swapped)")
-            .arg(block > 1 ? QString("; each row the max over %1 tokens").arg(block) : QString()));
+            .arg(shown_.block > 1 ? QString("; each row the max over %1 tokens").arg(shown_.block)
+                                  : QString()));
     map_.scale->axis()->setLabel("m_ti");
     heat_->replot(QCustomPlot::rpQueuedReplot);
-    refreshSelection();
 }
 
 void MemorySlotsView::refreshSelection() {
@@ -195,6 +234,7 @@ QString MemorySlotsView::csv() const {
 }
 
 void MemorySlotsView::renderFigure(QCPPainter* painter, const QSize& size) {
+    ensureCurrentFigure();
     const int left = size.width() * 3 / 5;
     painter->save();
     heat_->toPainter(painter, left, size.height());

@@ -5,7 +5,9 @@
 #pragma once
 #include <QVector>
 
+#include "core/capture.h"
 #include "ui/exportable_view.h"
+#include "ui/map_jobs.h"
 #include "ui/plot_helpers.h"
 
 class QComboBox;
@@ -29,11 +31,31 @@ public:
     QString slotDescription() const;
 
 public Q_SLOTS:
+    // Asks the map thread for the heatmap (slot order and token rows pooled); draws it when it
+    // comes. The GUI thread never touches the (tokens × slots) activations.
     void refresh() override;
     // The token's top slots and the selected slot's details (the heatmap stays).
     void refreshSelection();
 
 private:
+    // What the heatmap shows: the slots in order and the token rows, max-pooled to at most
+    // kMaxHeatmapRows rows.
+    struct Figure {
+        std::shared_ptr<const core::CaptureResult> result;
+        int layer = -1;
+        Order rule = Order::Total;
+        QVector<int> order;
+        torch::Tensor shown;  // (rows, slots), the columns in `order`
+        int block = 1;        // tokens per row
+        bool same(const Figure& o) const {
+            return result == o.result && layer == o.layer && rule == o.rule;
+        }
+    };
+    Figure wantedFigure() const;
+    static Figure computeFigure(Figure figure);  // on the map thread
+    void applyFigure(Figure figure);             // on the GUI thread: draws it
+    void ensureCurrentFigure();                  // an export draws what is asked, now
+
     QCustomPlot* heat_;
     QCustomPlot* bars_;
     Heatmap map_;
@@ -44,6 +66,8 @@ private:
     Order orderRule_ = Order::Total;
     QVector<int> order_;
     int topSlotOfToken_ = -1;  // shown when no slot has been picked
+    MapChannel channel_;
+    Figure shown_;
 };
 
 }  // namespace relulens::ui
