@@ -1,4 +1,6 @@
 // relulens: the command line (and, from the GUI issue on, the desktop application).
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -127,6 +129,13 @@ std::string commandHelp(const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef __GLIBC__
+    // One malloc arena for every thread. The worker, the map thread and the attention helper each
+    // kept their own arena of freed blocks, which added 0.9 GB to the window's peak resident
+    // memory at 8,192 tokens (relulens bench: 3.4 GB with an arena per thread, 2.5 GB with one)
+    // at no measurable cost in time: the engine's allocations are few and large.
+    mallopt(M_ARENA_MAX, 1);
+#endif
     std::vector<std::string> args(argv + 1, argv + argc);
 #ifdef RELULENS_WITH_GUI
     relulens::app::installMessageFilter();
