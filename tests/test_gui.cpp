@@ -260,6 +260,24 @@ private Q_SLOTS:
                                         .arg(fillOf(token).name(), proportional.name())));
             }
             colouring->setCurrentIndex(0);
+
+            // Each chip is its label's width in the strip's font and 10 pixels of padding
+            // (widths are kept by label across results), and a new font measures them anew.
+            auto chipWidthsFollow = [&](const QFont& font) {
+                const QFontMetrics metrics(font);
+                for (int token = 0; token < int(L); ++token) {
+                    const int expected =
+                        metrics.horizontalAdvance(tokenLabel(*state_->result(), token)) + 10;
+                    if (strip->chipRect(token).width() != expected) return token;
+                }
+                return -1;
+            };
+            QCOMPARE(chipWidthsFollow(strip->font()), -1);
+            QFont larger = strip->font();
+            larger.setPointSizeF(larger.pointSizeF() * 2);
+            strip->setFont(larger);
+            QCOMPARE(chipWidthsFollow(larger), -1);
+            strip->setFont(QFont());
         }
 
         trigger(0, 1, "zero");

@@ -230,6 +230,7 @@ AttentionMapView::Tile AttentionMapView::computeTile(Tile tile) {
     tile.values = tile.result->maps->pooled(tile.layer, tile.head, tile.q0, tile.q1, tile.k0,
                                             tile.k1, tile.outRows, tile.outKeys, tile.pooling);
     if (!tile.values.defined()) return tile;
+    tile.cells = regionHeatmapCells(tile.values, tile.q0, tile.q1, tile.k0, tile.k1);
     const auto range = core::valueRange(tile.values);
     if (range.any) {
         tile.maxValue = range.max;
@@ -291,7 +292,7 @@ void AttentionMapView::applyTile(Tile tile) {
                   cellsQ = t.values.size(0);  // the overview may be coarser
     block_ =
         QSize(int((t.k1 - t.k0 + cellsK - 1) / cellsK), int((t.q1 - t.q0 + cellsQ - 1) / cellsQ));
-    fillRegionHeatmap(map_, t.values, t.q0, t.q1, t.k0, t.k1);
+    showHeatmapCells(map_, t.cells);
     applyScale();
     // Token labels when every visible token fits (about 11 pixels each); indices otherwise.
     const int64_t shownTokens = std::max(t.k1 - t.k0, t.q1 - t.q0);

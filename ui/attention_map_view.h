@@ -12,6 +12,7 @@
 #include "core/scene.h"
 #include "ui/exportable_view.h"
 #include "ui/map_jobs.h"
+#include "ui/plot_helpers.h"
 
 class QCustomPlot;
 class QCPColorMap;
@@ -64,6 +65,7 @@ private:
         core::Pooling pooling = core::Pooling::Max;
         QString key;
         torch::Tensor values;  // (rows, keys) pooled weights, NaN where only masked entries
+        HeatmapCells cells;    // the same, ready to show
         double maxValue = 0, minValue = 0, minPositive = 1e30;
     };
     Tile wantedTile() const;

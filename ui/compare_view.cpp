@@ -72,6 +72,11 @@ CompareView::Panels CompareView::computePanels(Panels p) {
     p.a =
         p.result->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
     p.b = p.other->maps->pooled(p.layer, p.head, 0, L, 0, L, p.cells, p.cells, core::Pooling::Mean);
+    if (!p.a.defined() || !p.b.defined()) return p;
+    const torch::Tensor values[3] = {p.a, p.b, p.a - p.b};
+    for (int i = 0; i < 3; ++i) p.shown[i] = regionHeatmapCells(values[i], 0, L, 0, L);
+    const auto range = core::valueRange(values[2]);
+    p.differenceSpan = std::max(1e-9, range.any ? std::max(-range.min, range.max) : 0.0);
     return p;
 }
 
@@ -90,7 +95,6 @@ void CompareView::draw(const Panels& p) {
     const auto& other = p.other;
     const int64_t L = int64_t(result->tokens.size());
     const int layer = p.layer, head = p.head;
-    const torch::Tensor values[3] = {p.a, p.b, p.a - p.b};
     const QString names[3] = {QString::fromStdString(result->run.attention.label()),
                               QString::fromStdString(other->run.attention.label()),
                               QString("difference (%1 − %2)")
@@ -100,11 +104,10 @@ void CompareView::draw(const Panels& p) {
     const QString pooled =
         block > 1 ? QString(" · mean of blocks of up to %1 × %1").arg(block) : QString();
     for (int i = 0; i < 3; ++i) {
-        fillRegionHeatmap(maps_[i].map, values[i], 0, L, 0, L);
+        showHeatmapCells(maps_[i].map, p.shown[i]);
         if (i == 2) {
-            const auto range = core::valueRange(values[2]);
-            const double span = std::max(1e-9, range.any ? std::max(-range.min, range.max) : 0.0);
-            maps_[i].map->setDataRange(QCPRange(-span, span));  // symmetric: white is no change
+            // symmetric: white is no change
+            maps_[i].map->setDataRange(QCPRange(-p.differenceSpan, p.differenceSpan));
         } else {
             maps_[i].map->rescaleDataRange(true);
         }

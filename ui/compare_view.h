@@ -28,7 +28,9 @@ private:
         std::shared_ptr<const core::CaptureResult> result, other;
         int layer = 0, head = 0;
         int64_t cells = 0;
-        torch::Tensor a, b;  // (cells, cells) mean-pooled maps of result and other
+        torch::Tensor a, b;         // (cells, cells) mean-pooled maps of result and other
+        HeatmapCells shown[3];      // a, b and a − b, ready to show
+        double differenceSpan = 0;  // the largest |a − b|
     };
     Panels wantedPanels() const;
     static Panels computePanels(Panels panels);  // on the map thread

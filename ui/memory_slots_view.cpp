@@ -127,6 +127,7 @@ MemorySlotsView::Figure MemorySlotsView::computeFigure(Figure f) {
                     .amax(1);
     }
     f.shown = shown.index_select(1, index).to(torch::kFloat32).contiguous();
+    f.cells = regionHeatmapCells(f.shown, 0, int64_t(f.shown.size(0)) * f.block, 0, N);
     return f;
 }
 
@@ -142,9 +143,9 @@ void MemorySlotsView::applyFigure(Figure f) {
     shown_ = std::move(f);
     order_ = shown_.order;
     const auto& result = shown_.result;
-    const int rows = int(shown_.shown.size(0)), N = int(shown_.shown.size(1));
+    const int N = int(shown_.shown.size(1));
     const int L = int(result->layers[size_t(shown_.layer)].slotActivations.size(0));
-    fillRegionHeatmap(map_.map, shown_.shown, 0, int64_t(rows) * shown_.block, 0, N);
+    showHeatmapCells(map_.map, shown_.cells);
     map_.map->rescaleDataRange(true);
     heat_->xAxis->setRange(-0.5, N - 0.5);
     heat_->yAxis->setRange(-0.5, L - 0.5);

@@ -46,6 +46,7 @@ private:
         Order rule = Order::Total;
         QVector<int> order;
         torch::Tensor shown;  // (rows, slots), the columns in `order`
+        HeatmapCells cells;   // the same, ready to show
         int block = 1;        // tokens per row
         bool same(const Figure& o) const {
             return result == o.result && layer == o.layer && rule == o.rule;

@@ -41,23 +41,33 @@ void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask)
     }
 }
 
-void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
-                       int64_t rowEnd, int64_t keyBegin, int64_t keyEnd) {
+HeatmapCells regionHeatmapCells(const torch::Tensor& values, int64_t rowBegin, int64_t rowEnd,
+                                int64_t keyBegin, int64_t keyEnd) {
     const auto v = values.to(torch::kFloat32).contiguous();
     const int rows = int(v.size(0)), cols = int(v.size(1));
-    auto* data = map->data();
-    data->setSize(cols, rows);
     // cell c of n over tokens [b, e) is centred at b - 0.5 + (c + 0.5) · (e - b) / n
     auto centres = [](int64_t b, int64_t e, int n) {
         const double step = double(e - b) / n;
         const double first = double(b) - 0.5 + 0.5 * step;
         return QCPRange(first, n > 1 ? first + (n - 1) * step : first + 1e-9);
     };
-    data->setRange(centres(keyBegin, keyEnd, cols), centres(rowBegin, rowEnd, rows));
+    auto data = std::make_shared<QCPColorMapData>(cols, rows, centres(keyBegin, keyEnd, cols),
+                                                  centres(rowBegin, rowEnd, rows));
     const float* p = v.data_ptr<float>();
     for (int r = 0; r < rows; ++r) {
         for (int c = 0; c < cols; ++c) data->setCell(c, r, double(p[r * cols + c]));
     }
+    return data;
+}
+
+void showHeatmapCells(QCPColorMap* map, const HeatmapCells& cells) {
+    // Copies (the map owns its data): a tile kept for toggling back is shown again later.
+    map->setData(const_cast<QCPColorMapData*>(cells.get()), /*copy=*/true);
+}
+
+void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
+                       int64_t rowEnd, int64_t keyBegin, int64_t keyEnd) {
+    showHeatmapCells(map, regionHeatmapCells(values, rowBegin, rowEnd, keyBegin, keyEnd));
 }
 
 void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,

@@ -2,6 +2,7 @@
 // filling a heatmap from a (rows, cols) tensor.
 #pragma once
 #include <QString>
+#include <memory>
 
 #include "core/torch_include.h"
 #include "qcustomplot.h"
@@ -24,6 +25,14 @@ void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask 
 // placed over the tokens they summarise (NaN cells stay blank).
 void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
                        int64_t rowEnd, int64_t keyBegin, int64_t keyEnd);
+
+// The cells of fillRegionHeatmap built as data, on any thread (a map thread builds them, the GUI
+// thread only shows them: filling a plot-sized map cell by cell took 10-40 ms of it).
+using HeatmapCells = std::shared_ptr<const QCPColorMapData>;
+HeatmapCells regionHeatmapCells(const torch::Tensor& values, int64_t rowBegin, int64_t rowEnd,
+                                int64_t keyBegin, int64_t keyEnd);
+// Shows cells built by regionHeatmapCells: one copy into the map's own data, no per-cell work.
+void showHeatmapCells(QCPColorMap* map, const HeatmapCells& cells);
 
 // Moves the legend into a row under the axes (in columns), where it never covers the data.
 // `row` is the plot layout's first free row.

@@ -49,6 +49,7 @@ void TokenStrip::resizeEvent(QResizeEvent* event) {
 void TokenStrip::changeEvent(QEvent* event) {
     QWidget::changeEvent(event);
     if (event->type() == QEvent::FontChange) {
+        widthOfLabel_.clear();
         measureChips();
         layoutChips();
         updateGeometry();
@@ -63,9 +64,15 @@ void TokenStrip::measureChips() {
     auto result = state_->result();
     if (!result) return;
     const QFontMetrics metrics(font());
+    labels_.reserve(int(result->tokens.size()));
+    widths_.reserve(int(result->tokens.size()));
     for (int i = 0; i < int(result->tokens.size()); ++i) {
         labels_.push_back(tokenLabel(*result, i));
-        widths_.push_back(metrics.horizontalAdvance(labels_.back()) + 10);
+        auto known = widthOfLabel_.constFind(labels_.back());
+        if (known == widthOfLabel_.cend())
+            known = widthOfLabel_.insert(labels_.back(),
+                                         metrics.horizontalAdvance(labels_.back()) + 10);
+        widths_.push_back(*known);
     }
 }
 
