@@ -273,11 +273,12 @@ private Q_SLOTS:
                 return -1;
             };
             QCOMPARE(chipWidthsFollow(strip->font()), -1);
-            QFont larger = strip->font();
+            const QFont original = strip->font();
+            QFont larger = original;
             larger.setPointSizeF(larger.pointSizeF() * 2);
             strip->setFont(larger);
             QCOMPARE(chipWidthsFollow(larger), -1);
-            strip->setFont(QFont());
+            strip->setFont(original);
         }
 
         trigger(0, 1, "zero");

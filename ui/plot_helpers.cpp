@@ -65,11 +65,6 @@ void showHeatmapCells(QCPColorMap* map, const HeatmapCells& cells) {
     map->setData(const_cast<QCPColorMapData*>(cells.get()), /*copy=*/true);
 }
 
-void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
-                       int64_t rowEnd, int64_t keyBegin, int64_t keyEnd) {
-    showHeatmapCells(map, regionHeatmapCells(values, rowBegin, rowEnd, keyBegin, keyEnd));
-}
-
 void paintPlots(QCPPainter* painter, const QSize& size, const QList<QCustomPlot*>& plots,
                 Qt::Orientation orientation) {
     if (plots.isEmpty()) return;

@@ -21,13 +21,10 @@ Heatmap addHeatmap(QCustomPlot* plot, int titlePointSize = 9);
 // Cell (x = column, y = row) from a (rows, cols) float tensor; NaN where `masked` says so.
 void fillHeatmap(QCPColorMap* map, const torch::Tensor& values, bool causalMask = false);
 
-// A pooled map of the region rows [rowBegin, rowEnd) × keys [keyBegin, keyEnd): its cells are
-// placed over the tokens they summarise (NaN cells stay blank).
-void fillRegionHeatmap(QCPColorMap* map, const torch::Tensor& values, int64_t rowBegin,
-                       int64_t rowEnd, int64_t keyBegin, int64_t keyEnd);
-
-// The cells of fillRegionHeatmap built as data, on any thread (a map thread builds them, the GUI
-// thread only shows them: filling a plot-sized map cell by cell took 10-40 ms of it).
+// A pooled map of the region rows [rowBegin, rowEnd) × keys [keyBegin, keyEnd) as heatmap
+// cells placed over the tokens they summarise (NaN cells stay blank). Built on any thread (a map
+// thread builds them, the GUI thread only shows them: filling a plot-sized map cell by cell took
+// 10-40 ms of it).
 using HeatmapCells = std::shared_ptr<const QCPColorMapData>;
 HeatmapCells regionHeatmapCells(const torch::Tensor& values, int64_t rowBegin, int64_t rowEnd,
                                 int64_t keyBegin, int64_t keyEnd);
