@@ -130,6 +130,10 @@ private Q_SLOTS:
         state_->setRun(ablated);
         QVERIFY(waitForResult());
         QTRY_VERIFY(state_->result() && state_->result()->effect && state_->result()->lens);
+        // The compare view draws the comparison, which comes once the views have drawn.
+        QTRY_VERIFY_WITH_TIMEOUT(state_->comparison() && state_->comparison()->tokens.size() ==
+                                                             state_->result()->tokens.size(),
+                                 20000);
         for (auto* view : window_->views()) {
             const double share = drawnShare(view);
             qInfo("%s: %.1f %% of the pixels drawn from the result", qPrintable(view->viewName()),
