@@ -118,10 +118,16 @@ private Q_SLOTS:
             QTest::qWait(50);  // coalescing and refine timers
             const bool done =
                 QTest::qWaitFor([&] { return !inference.busy() && maps.pending() == 0; }, 300000);
-            qInfo("step %d settled after %lld ms; longest stall so far %.1f ms", ++step,
-                  (long long)clock.elapsed(), probe.longestMs());
+            qInfo(
+                "step %d settled after %lld ms; longest stall so far %.1f ms (slowest event in "
+                "it: %s)",
+                ++step, (long long)clock.elapsed(), probe.longestMs(), qPrintable(probe.culprit()));
             return done;
         };
+        // The window's first paint (every dock laid out and drawn once, 15-22 ms of it the
+        // expose event, 38-57 ms in all) is start-up, not the work the probe is for.
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QTest::qWait(100);
         QSignalSpy results(&state, &AppState::resultChanged);
         clock.start();
         probe.start();
@@ -164,11 +170,15 @@ private Q_SLOTS:
 #else
         // The memory slots view pooling its (tokens × slots) heatmap on the GUI thread stalled it
         // for 188-266 ms here; with that on the map thread and the compute threads at a lower
-        // priority, 48-92 ms (82-154 ms at the same priority).
+        // priority, 48-92 ms (82-154 ms at the same priority). The sparsity view's tokens × layers
+        // map drawing all 10,744 columns took 27 ms of it; pooled to at most 1,024 columns, the
+        // longest stall after the window's first paint was 24-41 ms in six of seven runs, and
+        // once 120 ms in which the thread handled no event at all (not scheduled, or waiting).
         const double allowed = 175;
 #endif
-        QVERIFY2(longest < allowed,
-                 qPrintable(QString("the event loop stalled for %1 ms").arg(longest)));
+        QVERIFY2(longest < allowed, qPrintable(QString("the event loop stalled for %1 ms (%2)")
+                                                   .arg(longest)
+                                                   .arg(probe.culprit())));
         QVERIFY2(probe.ticks() > elapsed / 50,
                  qPrintable(QString("%1 ticks in %2 ms").arg(probe.ticks()).arg(elapsed)));
     }

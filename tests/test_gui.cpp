@@ -131,9 +131,7 @@ private Q_SLOTS:
         QVERIFY(waitForResult());
         QTRY_VERIFY(state_->result() && state_->result()->effect && state_->result()->lens);
         // The compare view draws the comparison, which comes once the views have drawn.
-        QTRY_VERIFY_WITH_TIMEOUT(state_->comparison() && state_->comparison()->tokens.size() ==
-                                                             state_->result()->tokens.size(),
-                                 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);  // its last part
         for (auto* view : window_->views()) {
             const double share = drawnShare(view);
             qInfo("%s: %.1f %% of the pixels drawn from the result", qPrintable(view->viewName()),
@@ -385,6 +383,42 @@ private Q_SLOTS:
         QVERIFY(view);
         const auto& heads = state_->result()->layers[1].attentionDiagnostics.heads;
         QCOMPARE(view->cellValue(1, 1), heads[1].sparsity);
+    }
+
+    void sparsityTokenMapPoolsWhatItCannotShowAndIsExactZoomedIn() {
+        // A result made by hand with 4,000 query tokens whose sparsity at head h, layer l, token
+        // i is l + i / 1000 + h / 10: more tokens than the map's 1,024 cells, so each cell shows
+        // the mean of a block of 4 tokens; zoomed in to 41 tokens, each cell is one token.
+        const auto result = state_->result();
+        auto edited = std::make_shared<relulens::core::CaptureResult>(*result);
+        const int L = 4000, heads = int(result->model.nHeads);
+        edited->tokens.resize(L, result->tokens.front());
+        for (size_t l = 0; l < edited->layers.size(); ++l) {
+            edited->layers[l].attentionDiagnostics.rowSparsity =
+                double(l) + torch::arange(L, torch::kFloat32).unsqueeze(0) / 1000.0 +
+                torch::arange(heads, torch::kFloat32).unsqueeze(1) / 10.0;
+        }
+        AppState state;
+        SparsityView view(&state);
+        view.resize(200, 300);
+        state.setLayer(0);
+        state.setHead(1);
+        state.setResult(edited);
+        for (int l = 0; l < int(edited->layers.size()); ++l) {
+            // tokens 8..11 form the third block: (8 + 9 + 10 + 11) / 4 / 1000 = 0.0095; the last
+            // block is 3996..3999, 3.9975
+            QVERIFY(std::abs(view.tokenCellValue(l, 9) - (l + 0.0095 + 0.1)) < 1e-6);
+            QVERIFY(std::abs(view.tokenCellValue(l, 3997) - (l + 3.9975 + 0.1)) < 1e-6);
+        }
+        view.tokensPlot()->xAxis->setRange(99.5, 140.5);
+        QVERIFY2(std::abs(view.tokenCellValue(1, 117) - (1 + 0.117 + 0.1)) < 1e-6,
+                 qPrintable(QString::number(view.tokenCellValue(1, 117))));
+        QVERIFY(std::abs(view.tokenCellValue(0, 100) - (0.100 + 0.1)) < 1e-6);
+        // mean of heads: h / 10 averaged over the heads
+        state.setHead(-1);
+        view.tokensPlot()->xAxis->setRange(99.5, 140.5);
+        const double meanHead = (heads - 1) / 2.0 / 10.0;
+        QVERIFY(std::abs(view.tokenCellValue(1, 130) - (1 + 0.130 + meanHead)) < 1e-6);
     }
 
     void sinksViewMarksTheSinkHeads() {

@@ -1,10 +1,13 @@
 #include "ui/sparsity_view.h"
 
 #include <QComboBox>
+
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenu>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
 
 #include "qcustomplot.h"
 #include "ui/app_state.h"
@@ -60,6 +63,8 @@ SparsityView::SparsityView(AppState* state, QWidget* parent)
             }
         }
     });
+    connect(tokens_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+            [this] { fillTokens(); });
     connect(state_, &AppState::resultChanged, this, &SparsityView::refresh);
     connect(state_, &AppState::layerHeadChanged, this, &SparsityView::refresh);
 }
@@ -140,23 +145,63 @@ void SparsityView::refresh() {
     // Tokens × layers for the selected head: per-token sparsity (or entropy).
     const bool entropy = metric_ == Metric::Entropy;
     const int L = int(result->tokens.size());
-    auto* tokenData = tokenMap_->data();
-    tokenData->setSize(L, layers);
-    tokenData->setRange(QCPRange(0, L - 1), QCPRange(0, layers - 1));
+    tokenRows_.assign(size_t(layers), {});
     for (int l = 0; l < layers; ++l) {
         auto rows = (entropy ? rowEntropy(*result, l, state_->head())
                              : rowSparsity(*result, l, state_->head()))
                         .contiguous();
-        for (int i = 0; i < L; ++i) tokenData->setCell(i, l, rows.data_ptr<float>()[i]);
+        const float* p = rows.data_ptr<float>();
+        tokenRows_[size_t(l)].assign(p, p + L);
     }
+    tokenHeadingText_ = QString("per query token, %1 (%2)")
+                            .arg(headLabel(state_->head()), entropy ? "entropy" : "sparsity");
+    tokens_->xAxis->setRange(-0.5, L - 0.5);
+    fillTokens();
     tokenMap_->rescaleDataRange(true);
     if (!entropy) tokenMap_->setDataRange(QCPRange(0, 1));
-    tokens_->xAxis->setRange(-0.5, L - 0.5);
     tokens_->yAxis->setRange(-0.5, layers - 0.5);
     tokens_->yAxis->setTicker(integerTicks);
-    tokenHeading_->setText(QString("per query token, %1 (%2)")
-                               .arg(headLabel(state_->head()), entropy ? "entropy" : "sparsity"));
     grid_->replot(QCustomPlot::rpQueuedReplot);
+    tokens_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+double SparsityView::tokenCellValue(int layer, int token) const {
+    return tokenMap_->data()->data(token, layer);
+}
+
+void SparsityView::fillTokens() {
+    if (tokenRows_.empty() || tokenRows_[0].empty()) return;
+    const int layers = int(tokenRows_.size()), L = int(tokenRows_[0].size());
+    const QCPRange view = tokens_->xAxis->range();
+    int lo = std::clamp(int(std::floor(view.lower + 0.5)), 0, L - 1);
+    int hi = std::clamp(int(std::ceil(view.upper - 0.5)), lo, L - 1);
+    if (hi == lo && L > 1) {  // two cells at least: a one-cell map has no width
+        if (hi + 1 < L)
+            ++hi;
+        else
+            --lo;
+    }
+    const int n = hi - lo + 1;
+    const int budget = std::max(1024, tokens_->axisRect()->width());
+    const int block = (n + budget - 1) / budget;
+    const int cells = (n + block - 1) / block;
+    auto* data = tokenMap_->data();
+    data->setSize(cells, layers);
+    const double first = lo + (block - 1) / 2.0;
+    data->setRange(QCPRange(first, cells > 1 ? first + (cells - 1) * block : first + 1),
+                   QCPRange(0, std::max(1, layers - 1)));
+    for (int l = 0; l < layers; ++l) {
+        const float* row = tokenRows_[size_t(l)].data();
+        for (int c = 0; c < cells; ++c) {
+            const int begin = lo + c * block, end = std::min(hi + 1, begin + block);
+            double sum = 0;
+            for (int i = begin; i < end; ++i) sum += row[i];
+            data->setCell(c, l, sum / (end - begin));
+        }
+    }
+    tokenHeading_->setText(block > 1 ? tokenHeadingText_ +
+                                           QString(", mean of %1 tokens per cell").arg(block)
+                                     : tokenHeadingText_);
     tokens_->replot(QCustomPlot::rpQueuedReplot);
 }
 
