@@ -347,13 +347,22 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         }
     }
     if (cancel) trace.cancelled = [cancel] { return cancel->load(); };
-    auto logits = model.forward(input, request.run, &trace);  // (1, L - P, V)
+    // The effect compares every row's whole logits; without it only each row's top predictions
+    // are kept, taken from the final stream a block of rows at a time.
+    trace.stopBeforeLogits = !request.effect;
+    auto logits = model.forward(input, request.run, &trace);  // (1, L - P, V), or (1, L - P, d)
     if (!logits.defined() || (cancel && cancel->load())) return Error{"cancelled"};
     if (past) {
         result.predictions.assign(past->predictions.begin(), past->predictions.begin() + P);
     }
-    for (auto& p : topPredictions(logits[0], request.topK, tokenizer)) {
-        result.predictions.push_back(std::move(p));
+    constexpr int64_t kPredictionRows = 1024;
+    for (int64_t r0 = 0; r0 < L - P; r0 += kPredictionRows) {
+        const auto rows = logits[0].narrow(0, r0, std::min(kPredictionRows, L - P - r0));
+        for (auto& p :
+             topPredictions(trace.stopBeforeLogits ? model.logitsFromResidual(rows) : rows,
+                            request.topK, tokenizer)) {
+            result.predictions.push_back(std::move(p));
+        }
     }
     // The stream entering layer l (L, d), whether this pass ran it or took it from below.
     auto entering = [&](int64_t l) {

@@ -74,6 +74,10 @@ struct ForwardTrace {
     torch::Tensor startResidual;
     // With options.residual: the stream after the last layer, before the final norm (B, L, d).
     torch::Tensor finalResidual;
+    // When set, forward() returns that stream (B, L, d) instead of the logits, so a caller that
+    // needs only a little of each row's logits can take them a block of rows at a time
+    // (logitsFromResidual): 8,192 rows × 4,096 tokens of logits are 134 MB at once.
+    bool stopBeforeLogits = false;
 };
 
 class LanguageModel {

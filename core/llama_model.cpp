@@ -120,6 +120,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         }
     }
     if (trace && trace->options.residual) trace->finalResidual = x;
+    if (trace && trace->stopBeforeLogits) return x;
     return logitsFromResidual(x);
 }
 

@@ -181,6 +181,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         }
     }
     if (trace && trace->options.residual) trace->finalResidual = x;
+    if (trace && trace->stopBeforeLogits) return x;
     return logitsFromResidual(x);
 }
 

@@ -18,6 +18,7 @@
 #include "core/attention_maps.h"
 #include "core/capture.h"
 #include "core/checkpoint.h"
+#include "core/predictions.h"
 #include "core/second_core.h"
 #include "core_test.h"
 
@@ -503,6 +504,36 @@ TEST_CASE("overviewsMadeDuringTheForwardEqualPoolingAfterIt") {
 // A capture continuing an earlier one's memory (a text extended at the end) runs only the new
 // tokens and must equal a capture of the whole text, on every variant: the ReLU family's
 // scale depends on each row's n_i, ReLUFormer's on γ and n_i.
+TEST_CASE("topPredictionsBlockByBlockEqualThoseOfTheWholeLogits") {
+    // The capture takes each row's top predictions from the final stream 1,024 rows at a time;
+    // against the logits of a plain forward pass over every row at once.
+    const Fixture& fx = fixture();
+    const std::string text = readText(relulens::test::dataPath("excerpt.txt")).substr(0, 14000);
+    const RunSpec run = fx.tiny.model->info().trained;
+    CaptureRequest request = viewerRequest(run, 0.1);
+    auto result = capture(*fx.tiny.model, fx.tiny.tokenizer, text, request);
+    REQUIRE(result.ok());
+    const int64_t L = int64_t(result->tokens.size());
+    REQUIRE(L > 2048);  // two whole blocks and a part
+    REQUIRE(L % 1024 != 0);
+    std::vector<int64_t> ids;
+    for (const auto& t : result->tokens) ids.push_back(t.id);
+    torch::NoGradGuard noGrad;
+    const auto logits =
+        fx.tiny.model->forward(torch::tensor(ids, torch::kLong).view({1, L}), run, nullptr);
+    const auto expected = topPredictions(logits[0], request.topK, fx.tiny.tokenizer);
+    REQUIRE(int64_t(result->predictions.size()) == L);
+    for (int64_t i = 0; i < L; ++i) {
+        const auto& p = result->predictions[size_t(i)];
+        const auto& q = expected[size_t(i)];
+        REQUIRE(p.size() == q.size());
+        for (size_t k = 0; k < p.size(); ++k) {
+            REQUIRE(p[k].id == q[k].id);
+            REQUIRE(std::abs(p[k].probability - q[k].probability) < 1e-6);
+        }
+    }
+}
+
 TEST_CASE("aContinuedCaptureEqualsAFullOne") {
     const Fixture& fx = fixture();
     const std::string whole = fx.text;
