@@ -212,7 +212,8 @@ void printBenchLegend(bool baseline) {
         "redrawn attention map and sparsity views (a variant not seen before); back: toggling "
         "back to a variant seen moments ago (no forward pass); +word: one more word typed at the "
         "end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest "
-        "time without turning its event loop during the toggles and typing; text→PNG: the "
+        "time without turning its event loop during the toggles and typing (the JSON's "
+        "gui_stall_event names the slowest event handled inside it); text→PNG: the "
         "maps-only capture and the attention map view written to a PNG (what relulens render "
         "--view attention does); peak MB: the process's peak resident memory so far%s.\n",
         baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
@@ -304,6 +305,7 @@ core::Status windowFigures(const BenchContext& c, const std::string& text, nlohm
     row["toggle_to_redraw_ms"] = timings->toggleMs;
     row["text_to_picture_ms"] = timings->textToPictureMs;
     row["gui_stall_ms"] = timings->stallMs;
+    row["gui_stall_event"] = timings->stallEvent;
     row["toggle_back_ms"] = timings->toggleBackMs;
     row["append_word_ms"] = timings->appendWordMs;
 #else

@@ -163,6 +163,7 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     timings.toggleBackMs = median(backs);
     timings.appendWordMs = median(appends);
     timings.stallMs = probe.stop();
+    timings.stallEvent = probe.culprit().toStdString();
 
     // Text → capture → the attention map view in a PNG file.
     QTemporaryDir dir;

@@ -26,6 +26,7 @@ struct GuiTimings {
     double toggleBackMs = 0;     // toggle back to a variant seen moments ago → both redrawn
     double appendWordMs = 0;     // one more word typed at the end → both redrawn
     double stallMs = 0;          // the GUI thread's longest stall during the toggles and typing
+    std::string stallEvent;      // the slowest event handled inside it (empty: none was)
 };
 // The window's part of `relulens bench`: medians through the real state, worker thread and
 // widgets, offscreen. Creates the QApplication on first use.
