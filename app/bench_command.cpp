@@ -1,6 +1,7 @@
 // relulens bench: how fast ReluLens is at several input lengths, how far its forward pass is
 // from the machine's matrix-multiply floor, and (with --baseline) how it compares with running
 // the same weights in PyTorch eager mode from a notebook.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,20 @@ double peakResidentMb() {
         if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
     }
     return 0;
+}
+
+// What the process has cost the kernel so far: minor page faults (first touches of memory,
+// slow on some virtual machines when large tensors are allocated anew) and system CPU time
+// (the faults, and thread waits and the like).
+struct KernelCost {
+    int64_t minorFaults = 0;
+    double systemMs = 0;
+};
+KernelCost kernelCost() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return {int64_t(usage.ru_minflt),
+            double(usage.ru_stime.tv_sec) * 1e3 + double(usage.ru_stime.tv_usec) / 1e3};
 }
 
 // Floating-point operations of one forward pass over n tokens: the projections, the attention
@@ -215,7 +230,9 @@ void printBenchLegend(bool baseline) {
         "time without turning its event loop during the toggles and typing (the JSON's "
         "gui_stall_event names the slowest event handled inside it); text→PNG: the "
         "maps-only capture and the attention map view written to a PNG (what relulens render "
-        "--view attention does); peak MB: the process's peak resident memory so far%s.\n",
+        "--view attention does); peak MB: the process's peak resident memory so far (the "
+        "JSON adds each size's minor page faults and system CPU time, all its measurements "
+        "together)%s.\n",
         baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
                    "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
                  : "");
@@ -361,11 +378,16 @@ core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
     auto ids = torch::tensor(idValues, torch::kLong).view({1, int64_t(n)}).to(c.device);
 
     std::shared_ptr<const core::MapSource> maps;
+    const KernelCost before = kernelCost();
     auto row = engineFigures(c, text, ids, &maps);
     if (!row) return row;
     if (auto s = windowFigures(c, text, *row); !s) return core::Error{s.error()};
     const double peak = peakResidentMb();
     (*row)["peak_rss_mb"] = peak;
+    // (every measurement at this size, warm-ups included)
+    const KernelCost after = kernelCost();
+    (*row)["minor_page_faults"] = after.minorFaults - before.minorFaults;
+    (*row)["system_cpu_ms"] = after.systemMs - before.systemMs;
     auto cell = [&](const char* key) {
         const double v = row->value(key, 0.0);
         return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–");
