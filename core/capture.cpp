@@ -39,6 +39,11 @@ namespace {
 // Rows before the end from which a continuation can also start (see CaptureMemory).
 constexpr int64_t kCheckpointRows = 16;
 
+// Rows of room a memory of L rows keeps after them for the words typed next.
+int64_t roomFor(int64_t L) {
+    return std::max<int64_t>(256, L / 8);
+}
+
 bool sameRequest(const CaptureRequest& a, const CaptureRequest& b) {
     return sameVariants(a.run, b.run) && a.lazyMaps == b.lazyMaps && a.effect == b.effect &&
            a.lens == b.lens && a.lensEveryPosition == b.lensEveryPosition &&
@@ -68,11 +73,11 @@ const CaptureMemory::Checkpoint* continuation(const CaptureMemory* memory,
 }
 
 // Whether two requests ask the same of every layer (variants, maps, diagnostics, thresholds),
-// whatever their overrides, effect and lens.
+// whatever their overrides, effect, lens, top-k and slot activations (a memory keeps the slots
+// either way).
 bool sameLayerWork(const CaptureRequest& a, const CaptureRequest& b) {
     return a.run.attention == b.run.attention && a.run.ffn == b.run.ffn &&
-           a.lazyMaps == b.lazyMaps && a.slotActivations == b.slotActivations &&
-           a.diagnostics == b.diagnostics && a.tauScale == b.tauScale &&
+           a.lazyMaps == b.lazyMaps && a.diagnostics == b.diagnostics && a.tauScale == b.tauScale &&
            a.sinkThreshold == b.sinkThreshold && a.blockRows == b.blockRows &&
            a.overviewCells == b.overviewCells && a.overviewFromTokens == b.overviewFromTokens;
 }
@@ -226,11 +231,31 @@ int64_t CaptureMemory::bytes() const {
     int64_t total = 0;
     for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations,
                              &ffnOutput, &residual}) {
-        for (const auto& t : *list) {
+        for (const auto& rows : *list) {
+            const auto t = rows.tensor();
             if (t.defined()) total += t.numel() * int64_t(t.element_size());
         }
     }
     return total;
+}
+
+bool CaptureMemory::canServe(const LanguageModel& m, const CaptureRequest& r) const {
+    return model == &m && r.maps.empty() && !r.allMaps && sameLayerWork(request, r);
+}
+
+std::shared_ptr<const CaptureMemory> CaptureMemory::withRoom(
+    const std::function<bool()>& stop) const {
+    auto grown = std::make_shared<CaptureMemory>(*this);
+    const int64_t spare = roomFor(int64_t(ids.size()));
+    for (auto* list :
+         {&grown->keys, &grown->values, &grown->queries, &grown->headOutputs, &grown->ffnInput,
+          &grown->slotActivations, &grown->ffnOutput, &grown->residual}) {
+        for (auto& rows : *list) {
+            if (stop && stop()) return grown;
+            rows = rows.withRoom(spare / 4, spare);
+        }
+    }
+    return grown;
 }
 
 Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
@@ -281,15 +306,23 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     ForwardTrace trace;
     trace.options = traceOptions(request, anyMaps, continuable, lens);
     trace.blockRows = request.blockRows;
+    // A continuation's rows go after the previous capture's first P: in place when they can
+    // (typing at the end), else in a copy with room for more.
+    const int64_t spare = roomFor(L);
+    std::vector<GrowingRows> grownKeys, grownValues;
     if (past) {
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            trace.pastKeys.push_back(past->keys[size_t(l)].narrow(2, 0, P));
-            trace.pastValues.push_back(past->values[size_t(l)].narrow(2, 0, P));
+            grownKeys.push_back(past->keys[size_t(l)].extended(P, L - P, spare));
+            grownValues.push_back(past->values[size_t(l)].extended(P, L - P, spare));
+            trace.keyRoom.push_back(grownKeys.back().tensor());
+            trace.valueRoom.push_back(grownValues.back().tensor());
+            trace.pastKeys.push_back(trace.keyRoom.back().narrow(2, 0, P));
+            trace.pastValues.push_back(trace.valueRoom.back().narrow(2, 0, P));
         }
     }
     if (below) {
         trace.startLayer = K;
-        trace.startResidual = below->residual[size_t(K)].unsqueeze(0);
+        trace.startResidual = below->residual[size_t(K)].tensor().unsqueeze(0);
     }
     // Diagnostics are accumulated block by block as the forward pass makes the weights.
     std::vector<AttentionDiagnosticsAccumulator> accumulators;
@@ -366,7 +399,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     }
     // The stream entering layer l (L, d), whether this pass ran it or took it from below.
     auto entering = [&](int64_t l) {
-        return l < K ? below->residual[size_t(l)] : trace.layers[size_t(l)].residual[0];
+        return l < K ? below->residual[size_t(l)].tensor() : trace.layers[size_t(l)].residual[0];
     };
     if (request.effect) {
         // Without the overrides the run is the same below the first layer they name: start there.
@@ -389,12 +422,6 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         result.lens = logitLens(model, afterLayer, ids, lensPositions, request.topK, tokenizer);
     }
 
-    // Layer tensors of the new rows, preceded by the previous capture's first P rows.
-    auto joined = [&](const std::vector<torch::Tensor> CaptureMemory::*list, int64_t l,
-                      const torch::Tensor& fresh, int64_t dim) {
-        if (!past || !fresh.defined()) return fresh;
-        return torch::cat({((*past).*list)[size_t(l)].narrow(dim, 0, P), fresh}, dim);
-    };
     std::shared_ptr<CaptureMemory> memory;
     if (continuable) memory = std::make_shared<CaptureMemory>();
     std::vector<AttentionMaps::Layer> lazyLayers;
@@ -404,19 +431,32 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         const auto& t = trace.layers[size_t(l)];
         // A layer this pass ran (its new rows after the previous capture's first P), or one
         // taken whole from the capture below.
-        auto layerTensor = [&](const std::vector<torch::Tensor> CaptureMemory::*list,
-                               const torch::Tensor& fresh, int64_t dim) {
+        auto layerRows = [&](const std::vector<GrowingRows> CaptureMemory::*list,
+                             const torch::Tensor& fresh, int64_t dim) {
             if (l < K) return ((*below).*list)[size_t(l)];
-            return fresh.defined() ? joined(list, l, fresh[0], dim) : torch::Tensor();
+            if (!fresh.defined()) return GrowingRows();
+            if (!past) return GrowingRows(fresh[0], dim);
+            auto rows = ((*past).*list)[size_t(l)].extended(P, L - P, spare);
+            rows.tensor().narrow(dim, P, L - P).copy_(fresh[0]);
+            return rows;
         };
-        const auto q = layerTensor(&CaptureMemory::queries, t.q, 1);
-        const auto headOutputs = layerTensor(&CaptureMemory::headOutputs, t.headOutputs, 1);
-        const auto ffnInput = layerTensor(&CaptureMemory::ffnInput, t.ffnInput, 0);
-        const auto slots = layerTensor(&CaptureMemory::slotActivations, t.slotActivations, 0);
-        const auto ffnOutput = layerTensor(&CaptureMemory::ffnOutput, t.ffnOutput, 0);
-        const auto residual = layerTensor(&CaptureMemory::residual, t.residual, 0);
-        const auto keys = l < K ? below->keys[size_t(l)] : t.k;  // (1, H_kv, L, dh)
-        const auto values = l < K ? below->values[size_t(l)] : t.v;
+        const auto qRows = layerRows(&CaptureMemory::queries, t.q, 1);
+        const auto headOutputRows = layerRows(&CaptureMemory::headOutputs, t.headOutputs, 1);
+        const auto ffnInputRows = layerRows(&CaptureMemory::ffnInput, t.ffnInput, 0);
+        const auto slotRows = layerRows(&CaptureMemory::slotActivations, t.slotActivations, 0);
+        const auto ffnOutputRows = layerRows(&CaptureMemory::ffnOutput, t.ffnOutput, 0);
+        const auto residualRows = layerRows(&CaptureMemory::residual, t.residual, 0);
+        // (1, H_kv, L, dh), a continuation's already written after the past rows by the pass
+        const auto keyRows = l < K  ? below->keys[size_t(l)]
+                             : past ? grownKeys[size_t(l)]
+                                    : GrowingRows(t.k, 2);
+        const auto valueRows = l < K  ? below->values[size_t(l)]
+                               : past ? grownValues[size_t(l)]
+                                      : GrowingRows(t.v, 2);
+        const auto q = qRows.tensor(), headOutputs = headOutputRows.tensor(),
+                   ffnInput = ffnInputRows.tensor(), slots = slotRows.tensor(),
+                   ffnOutput = ffnOutputRows.tensor(), residual = residualRows.tensor(),
+                   keys = keyRows.tensor(), values = valueRows.tensor();
         LayerCapture layer;
         if (request.diagnostics) {
             layer =
@@ -428,14 +468,14 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
             lazyLayers.push_back({q, keys[0], model.attentionGamma(l), config.window(l)});
         }
         if (memory) {
-            memory->keys.push_back(keys);
-            memory->values.push_back(values);
-            memory->queries.push_back(q);
-            memory->headOutputs.push_back(headOutputs);
-            memory->ffnInput.push_back(ffnInput);
-            memory->slotActivations.push_back(slots);
-            memory->ffnOutput.push_back(ffnOutput);
-            memory->residual.push_back(residual);
+            memory->keys.push_back(keyRows);
+            memory->values.push_back(valueRows);
+            memory->queries.push_back(qRows);
+            memory->headOutputs.push_back(headOutputRows);
+            memory->ffnInput.push_back(ffnInputRows);
+            memory->slotActivations.push_back(slotRows);
+            memory->ffnOutput.push_back(ffnOutputRows);
+            memory->residual.push_back(residualRows);
         }
         for (int64_t h = 0; h < config.nHeads; ++h) {
             bool wanted = request.allMaps;

@@ -2,6 +2,7 @@
 // per-layer diagnostics and whatever maps and activations the request asks for.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include "core/attention_maps.h"
 #include "core/diagnostics.h"
 #include "core/error.h"
+#include "core/growing_rows.h"
 #include "core/language_model.h"
 #include "core/map_source.h"
 #include "core/predictions.h"
@@ -67,7 +69,9 @@ struct CaptureMemory {
     std::vector<int64_t> ids;
     // Per layer: keys and values (1, H_kv, L, dh); queries and head outputs (H, L, dh);
     // FFN input, slot activations and output, and the residual stream entering the layer (L, ·).
-    std::vector<torch::Tensor> keys, values, queries, headOutputs, ffnInput, slotActivations,
+    // A continuation writes its new rows after these in place when no other did (the results
+    // and memories made before it see only their own first rows).
+    std::vector<GrowingRows> keys, values, queries, headOutputs, ffnInput, slotActivations,
         ffnOutput, residual;
     // The diagnostics' and overviews' running state after the first `row` tokens. The last
     // tokens often change as a word is typed (a piece grows), so besides the state at the end a
@@ -81,6 +85,15 @@ struct CaptureMemory {
     Checkpoint atEnd, beforeEnd;
     std::vector<std::vector<Prediction>> predictions;
     int64_t bytes() const;
+    // Whether a capture of `model` with this request can take anything from this memory: the
+    // first tokens of a text extended at the end, or the layers below a change of the same text
+    // (the text itself is checked by capture). The window's comparison, captured under the
+    // variant a toggle goes to, serves that toggle's capture all but its top layer.
+    bool canServe(const LanguageModel& model, const CaptureRequest& request) const;
+    // This memory with room after its rows for a continuation to write in place (a capture from
+    // scratch has none, so its first continuation copies every row): each layer's tensors are
+    // copied where they lack it, one at a time, until `stop` returns true.
+    std::shared_ptr<const CaptureMemory> withRoom(const std::function<bool()>& stop) const;
 };
 
 // What the run's overrides and ablations change, token by token: entry i is about predicting

@@ -165,6 +165,14 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
 std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int64_t layer,
                                                  const torch::Tensor& k, const torch::Tensor& v) {
     if (!trace || trace->pastKeys.empty()) return {k, v};
+    if (!trace->keyRoom.empty()) {
+        const auto& keys = trace->keyRoom[size_t(layer)];
+        const auto& values = trace->valueRoom[size_t(layer)];
+        const int64_t past = trace->pastLength();
+        keys.narrow(2, past, k.size(2)).copy_(k);
+        values.narrow(2, past, v.size(2)).copy_(v);
+        return {keys, values};
+    }
     return {torch::cat({trace->pastKeys[size_t(layer)], k}, 2),
             torch::cat({trace->pastValues[size_t(layer)], v}, 2)};
 }

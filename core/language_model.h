@@ -67,6 +67,10 @@ struct ForwardTrace {
     // k and v for all P + L. The model is causal, so the result equals a pass over the whole.
     std::vector<torch::Tensor> pastKeys, pastValues;
     int64_t pastLength() const { return pastKeys.empty() ? 0 : pastKeys[0].size(2); }
+    // With pastKeys, optionally (B, H_kv, P + L, d_head) per layer whose first P rows are the
+    // past keys (values): the new rows are written after them and attention reads them there,
+    // instead of joining past and new rows into a fresh tensor.
+    std::vector<torch::Tensor> keyRoom, valueRoom;
     // Start at layer startLayer from the residual stream entering it (B, L, d), from an earlier
     // pass over the same tokens whose run is the same below that layer (a change made higher in
     // the model). The layers before it are neither run nor traced. Not combined with pastKeys.

@@ -599,6 +599,89 @@ TEST_CASE("aContinuedCaptureEqualsAFullOne") {
     REQUIRE(mapped->reusedTokens == int64_t(0));
 }
 
+// Typing at the end: each continuation writes its new rows after the previous capture's, in
+// the same storage once there is room (the first continuation copies into a storage with room).
+// Rows a result sees are never written again: a second continuation of the same memory copies,
+// and every result, the earlier ones included, still equals a capture from scratch.
+TEST_CASE("continuationsWriteInPlaceWithoutChangingEarlierResults") {
+    const Fixture& fx = fixture();
+    auto ids = [&](const std::string& text) {
+        std::vector<int64_t> out;
+        const auto tokens = fx.tiny.tokenizer.encode(text).value();
+        for (const auto& t : tokens) out.push_back(t.id);
+        return out;
+    };
+    auto startsWith = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+        return a.size() > b.size() && std::equal(b.begin(), b.end(), a.begin());
+    };
+    // Cuts of the text whose tokens begin the whole text's: continuations from the end.
+    const auto whole = ids(fx.text);
+    auto cutNear = [&](size_t from) {
+        for (size_t cut = from; cut < from + 60; ++cut) {
+            if (startsWith(whole, ids(fx.text.substr(0, cut)))) return fx.text.substr(0, cut);
+        }
+        return std::string();
+    };
+    const std::string t1 = cutNear(300), t2 = cutNear(400), t3 = cutNear(500), t4 = fx.text;
+    REQUIRE((!t1.empty() && !t2.empty() && !t3.empty() && t1.size() < t2.size() &&
+             t2.size() < t3.size()));
+    // and another text going on from t2
+    std::string other;
+    for (const std::string more : {" A stone fell.", " and so on", "; the end", "\n\nAnd so"}) {
+        if (other.empty() && startsWith(ids(t2 + more), ids(t2))) other = t2 + more;
+    }
+    REQUIRE(!other.empty());
+    auto storage = [](const CaptureResult& r) { return r.layers[0].slotActivations.data_ptr(); };
+    for (const auto& run : everyVariant()) {
+        const std::string name = run.attention.label();
+        CaptureRequest request = viewerRequest(run, 0.1);
+        request.overviewCells = 16;
+        request.overviewFromTokens = 0;
+        request.blockRows = 11;
+        std::shared_ptr<const CaptureMemory> m1, m2, m3;
+        auto a = capture(*fx.tiny.model, fx.tiny.tokenizer, t1, request, nullptr, nullptr, &m1);
+        REQUIRE((a.ok() && m1));
+        auto b = capture(*fx.tiny.model, fx.tiny.tokenizer, t2, request, nullptr, m1.get(), &m2);
+        REQUIRE((b.ok() && m2));
+        REQUIRE(b->reusedTokens == int64_t(a->tokens.size()));
+        REQUIRE(storage(*b) != storage(*a));  // no room after a capture from scratch: a copy
+        auto c = capture(*fx.tiny.model, fx.tiny.tokenizer, t3, request, nullptr, m2.get(), &m3);
+        REQUIRE(c.ok());
+        REQUIRE(c->reusedTokens == int64_t(b->tokens.size()));
+        REQUIRE_MESSAGE(storage(*c) == storage(*b), name << ": not written in place");
+        // the same memory continued again: its room is taken, so a copy
+        auto d = capture(*fx.tiny.model, fx.tiny.tokenizer, other, request, nullptr, m2.get());
+        REQUIRE(d.ok());
+        REQUIRE(d->reusedTokens == int64_t(b->tokens.size()));
+        REQUIRE(storage(*d) != storage(*b));
+        // and the third continues in place from the second's end
+        auto e = capture(*fx.tiny.model, fx.tiny.tokenizer, t4, request, nullptr, m3.get());
+        REQUIRE(e.ok());
+        REQUIRE(e->reusedTokens == int64_t(c->tokens.size()));
+        REQUIRE(storage(*e) == storage(*b));
+        // Room made after a capture from scratch (while the person reads): its first
+        // continuation is written in place too; stopped at once, nothing is copied.
+        auto slots = [](const CaptureMemory& m) {
+            return m.slotActivations[0].tensor().data_ptr();
+        };
+        REQUIRE(slots(*m1->withRoom([] { return true; })) == slots(*m1));
+        const auto roomy = m1->withRoom({});
+        REQUIRE(slots(*roomy) != slots(*m1));
+        REQUIRE(slots(*roomy->withRoom({})) == slots(*roomy));  // it has room already
+        auto f = capture(*fx.tiny.model, fx.tiny.tokenizer, t2, request, nullptr, roomy.get());
+        REQUIRE(f.ok());
+        REQUIRE(f->reusedTokens == int64_t(a->tokens.size()));
+        REQUIRE(storage(*f) == slots(*roomy));
+        compareCaptures(*b, *f, name + " after room was made");
+        for (const auto& [text, result] :
+             {std::pair{t1, &*a}, {t2, &*b}, {t3, &*c}, {other, &*d}, {t4, &*e}}) {
+            auto full = capture(*fx.tiny.model, fx.tiny.tokenizer, text, request);
+            REQUIRE(full.ok());
+            compareCaptures(*full, *result, name + " on \"" + text.substr(text.size() - 20) + "\"");
+        }
+    }
+}
+
 // An override or ablation set on layer k, with the capture of the same text before it as
 // memory: layers below k are taken from that capture and only k and above run, and every
 // diagnostic, prediction, map, the effect and the lens equal a capture without the memory.
@@ -681,6 +764,61 @@ TEST_CASE("aChangeHigherUpReusesTheLayersBelowIt") {
     auto otherFfn = capture(model, tokenizer, text, changed, nullptr, memory.get());
     REQUIRE(otherFfn.ok());
     REQUIRE(otherFfn->reusedLayers == int64_t(0));
+}
+
+// The window's comparison is captured under the variant a toggle goes to, without slot
+// activations and with the top prediction only. Its memory serves the toggle's capture: every
+// layer but the top one is taken from it, and the result (slot activations and the top 10
+// included) equals a capture from scratch.
+TEST_CASE("theComparisonsMemoryServesAToggleToItsVariant") {
+    const Fixture& fx = fixture();
+    auto loaded = loadModelFolder(std::string(RELULENS_RESOURCES) + "/models/softmax");
+    REQUIRE_MESSAGE(loaded.ok(), (loaded ? "" : loaded.error().c_str()));
+    const auto& model = *loaded->model;
+    const auto& tokenizer = loaded->tokenizer;
+    const int64_t layers = model.info().nLayers;
+    const std::string text = fx.text.substr(0, 400);
+    for (const auto& run : {everyVariant()[0], everyVariant()[2]}) {
+        const std::string name = run.attention.label();
+        CaptureRequest shown = viewerRequest(run, 0.1);
+        shown.overviewCells = 16;
+        shown.overviewFromTokens = 0;
+        shown.lens = true;
+        CaptureRequest compared = shown;
+        compared.slotActivations = false;
+        compared.topK = 1;
+        compared.lens = false;
+        std::shared_ptr<const CaptureMemory> memory;
+        auto comparison = capture(model, tokenizer, text, compared, nullptr, nullptr, &memory);
+        REQUIRE((comparison.ok() && memory));
+        REQUIRE(comparison->predictions[0].size() == size_t(1));
+        REQUIRE(!comparison->layers[0].slotActivations.defined());
+        REQUIRE(memory->canServe(model, shown));
+        auto full = capture(model, tokenizer, text, shown);
+        auto toggled = capture(model, tokenizer, text, shown, nullptr, memory.get());
+        REQUIRE((full.ok() && toggled.ok()));
+        REQUIRE(full->reusedLayers == int64_t(0));
+        REQUIRE_MESSAGE(toggled->reusedLayers == layers - 1, name);
+        REQUIRE(toggled->predictions[0].size() == size_t(10));
+        compareCaptures(*full, *toggled, name);
+        REQUIRE_MESSAGE(maxDifference(full->lens->nextTokenProbability,
+                                      toggled->lens->nextTokenProbability) < 1e-5,
+                        name);
+        // Another variant, another FFN, τ or maps asked for by name: not served.
+        CaptureRequest other = shown;
+        other.run = everyVariant()[run.attention.kind == AttentionKind::Softmax ? 2 : 0];
+        REQUIRE(!memory->canServe(model, other));
+        other = shown;
+        other.run.ffn = FfnKind::Gelu;
+        REQUIRE(!memory->canServe(model, other));
+        other = shown;
+        other.tauScale = 0.2;
+        REQUIRE(!memory->canServe(model, other));
+        other = shown;
+        other.maps = {{0, 0}};
+        REQUIRE(!memory->canServe(model, other));
+        REQUIRE(!memory->canServe(*fx.tiny.model, shown));
+    }
 }
 
 TEST_CASE("pooledMapTakesBlocksInAnyOrder") {

@@ -157,6 +157,24 @@ private Q_SLOTS:
             state.result()->reusedTokens >= int64_t(tokens) - 16,
             qPrintable(
                 QString("%1 of %2 tokens reused").arg(state.result()->reusedTokens).arg(tokens)));
+        // While the person reads, the worker makes room after the rows: the words typed next are
+        // written in place, in the storage the result before them sees.
+        state.setText(text + " and the");
+        QVERIFY(results.wait(60000));
+        QVERIFY(settle());
+        const void* storage = state.result()->layers[0].slotActivations.data_ptr();
+        const auto before = int64_t(state.result()->tokens.size());
+        state.setText(text + " and the river");
+        QVERIFY(results.wait(60000));
+        QVERIFY(settle());
+        QCOMPARE(state.result()->reusedTokens, before);
+        QCOMPARE(state.result()->layers[0].slotActivations.data_ptr(), storage);
+        // A toggle goes to the variant the comparison was captured under: every layer but the
+        // top one is taken from the comparison's memory.
+        state.toggleSoftmaxRelu();
+        QVERIFY(results.wait(60000));
+        QVERIFY(settle());
+        QCOMPARE(state.result()->reusedLayers, state.result()->model.nLayers - 1);
         const double longest = probe.stop();
         const qint64 elapsed = clock.elapsed();
         qInfo(

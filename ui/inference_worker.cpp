@@ -106,12 +106,42 @@ void InferenceWorker::compute(const InferenceRequest& request) {
         comparisonMemory_.reset();
         memoryFolder_ = request.folder;
     }
+    keepUsefulMemory(request, *model->model);
     auto response = runCapture(request, *model, cancel_, &memory_);
     response.vocabulary = cached->vocabulary;
     Q_EMIT finished(response);
     if (response.lastPart) return;
     waitUntilDrawn(request.id);
-    Q_EMIT finished(runComparison(request, *model, cancel_, &comparisonMemory_));
+    auto comparison = runComparison(request, *model, cancel_, &comparisonMemory_);
+    comparison.lastPart = false;
+    Q_EMIT finished(comparison);
+    // While the person reads: room after the shown text's rows, so that the next word typed at
+    // its end is written in place (a newer request stops this and keeps what is done).
+    if (memory_) memory_ = memory_->withRoom([this] { return cancel_->load(); });
+    InferenceResponse done;
+    done.id = request.id;
+    done.folder = request.folder;
+    Q_EMIT finished(done);
+}
+
+void InferenceWorker::keepUsefulMemory(const InferenceRequest& request,
+                                       const core::LanguageModel& model) {
+    auto serves = [&](const std::shared_ptr<const core::CaptureMemory>& memory,
+                      const std::optional<core::CaptureRequest>& capture) {
+        return memory && capture && memory->canServe(model, *capture);
+    };
+    const std::optional<core::CaptureRequest> main = request.capture;
+    // A toggle goes to the variant the comparison was captured under: its memory serves the
+    // capture, and the shown variant's memory then serves the new comparison.
+    if (!serves(memory_, main) && serves(comparisonMemory_, main)) {
+        std::swap(memory_, comparisonMemory_);
+    }
+    // What serves neither capture is let go before they run, not after (at 8,192 tokens a
+    // memory is about 280 MB).
+    if (!serves(memory_, main) && !serves(memory_, request.comparison)) memory_.reset();
+    if (!serves(comparisonMemory_, request.comparison) && !serves(comparisonMemory_, main)) {
+        comparisonMemory_.reset();
+    }
 }
 
 void InferenceWorker::waitUntilDrawn(quint64 id) const {

@@ -71,6 +71,9 @@ private:
     // Waits (a short while at most) until the views have drawn result `id`: a comparison started
     // at once takes a core from the map thread drawing it.
     void waitUntilDrawn(quint64 id) const;
+    // Puts the memory that serves the request's capture in memory_ and the one that serves its
+    // comparison in comparisonMemory_, and lets go of a memory that serves neither.
+    void keepUsefulMemory(const InferenceRequest& request, const core::LanguageModel& model);
 
     std::atomic<bool>* cancel_;
     std::atomic<bool>* cancelLoad_;

@@ -1,0 +1,49 @@
+#include "core/growing_rows.h"
+
+namespace relulens::core {
+
+GrowingRows::GrowingRows(torch::Tensor whole, int64_t dim) : dim_(dim) {
+    if (!whole.defined()) return;
+    rows_ = whole.size(dim);
+    storage_ = std::make_shared<Storage>();
+    storage_->data = std::move(whole);
+    storage_->given = rows_;
+}
+
+torch::Tensor GrowingRows::tensor() const {
+    return storage_ ? storage_->data.narrow(dim_, 0, rows_) : torch::Tensor();
+}
+
+GrowingRows GrowingRows::extended(int64_t keep, int64_t more, int64_t spare) const {
+    GrowingRows out;
+    out.dim_ = dim_;
+    out.rows_ = keep + more;
+    int64_t free = keep;  // nothing past `keep` given yet
+    if (keep <= rows_ && keep + more <= storage_->data.size(dim_) &&
+        storage_->given.compare_exchange_strong(free, keep + more)) {
+        out.storage_ = storage_;
+        return out;
+    }
+    return copied(keep, more, spare);
+}
+
+GrowingRows GrowingRows::withRoom(int64_t least, int64_t spare) const {
+    if (!storage_ || (storage_->data.size(dim_) - rows_ >= least && storage_->given == rows_))
+        return *this;
+    return copied(rows_, 0, spare);
+}
+
+GrowingRows GrowingRows::copied(int64_t keep, int64_t more, int64_t spare) const {
+    GrowingRows out;
+    out.dim_ = dim_;
+    out.rows_ = keep + more;
+    auto sizes = storage_->data.sizes().vec();
+    sizes[size_t(dim_)] = keep + more + spare;
+    out.storage_ = std::make_shared<Storage>();
+    out.storage_->data = torch::empty(sizes, storage_->data.options());
+    out.storage_->data.narrow(dim_, 0, keep).copy_(storage_->data.narrow(dim_, 0, keep));
+    out.storage_->given = keep + more;
+    return out;
+}
+
+}  // namespace relulens::core
