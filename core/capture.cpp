@@ -39,11 +39,6 @@ namespace {
 // Rows before the end from which a continuation can also start (see CaptureMemory).
 constexpr int64_t kCheckpointRows = 16;
 
-// Rows of room a memory of L rows keeps after them for the words typed next.
-int64_t roomFor(int64_t L) {
-    return std::max<int64_t>(256, L / 8);
-}
-
 bool sameRequest(const CaptureRequest& a, const CaptureRequest& b) {
     return sameVariants(a.run, b.run) && a.lazyMaps == b.lazyMaps && a.effect == b.effect &&
            a.lens == b.lens && a.lensEveryPosition == b.lensEveryPosition &&
@@ -227,35 +222,8 @@ LayerCapture layerDiagnostics(const LanguageModel& model, int64_t l, const Captu
 
 }  // namespace
 
-int64_t CaptureMemory::bytes() const {
-    int64_t total = 0;
-    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations,
-                             &ffnOutput, &residual}) {
-        for (const auto& rows : *list) {
-            const auto t = rows.tensor();
-            if (t.defined()) total += t.numel() * int64_t(t.element_size());
-        }
-    }
-    return total;
-}
-
 bool CaptureMemory::canServe(const LanguageModel& m, const CaptureRequest& r) const {
     return model == &m && r.maps.empty() && !r.allMaps && sameLayerWork(request, r);
-}
-
-std::shared_ptr<const CaptureMemory> CaptureMemory::withRoom(
-    const std::function<bool()>& stop) const {
-    auto grown = std::make_shared<CaptureMemory>(*this);
-    const int64_t spare = roomFor(int64_t(ids.size()));
-    for (auto* list :
-         {&grown->keys, &grown->values, &grown->queries, &grown->headOutputs, &grown->ffnInput,
-          &grown->slotActivations, &grown->ffnOutput, &grown->residual}) {
-        for (auto& rows : *list) {
-            if (stop && stop()) return grown;
-            rows = rows.withRoom(spare / 4, spare);
-        }
-    }
-    return grown;
 }
 
 Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& tokenizer,
@@ -308,7 +276,7 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     trace.blockRows = request.blockRows;
     // A continuation's rows go after the previous capture's first P: in place when they can
     // (typing at the end), else in a copy with room for more.
-    const int64_t spare = roomFor(L);
+    const int64_t spare = roomAfter(L);
     std::vector<GrowingRows> grownKeys, grownValues;
     if (past) {
         for (int64_t l = 0; l < config.nLayers; ++l) {

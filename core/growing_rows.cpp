@@ -1,5 +1,9 @@
 #include "core/growing_rows.h"
 
+#include <algorithm>
+
+#include "core/capture.h"
+
 namespace relulens::core {
 
 GrowingRows::GrowingRows(torch::Tensor whole, int64_t dim) : dim_(dim) {
@@ -44,6 +48,37 @@ GrowingRows GrowingRows::copied(int64_t keep, int64_t more, int64_t spare) const
     out.storage_->data.narrow(dim_, 0, keep).copy_(storage_->data.narrow(dim_, 0, keep));
     out.storage_->given = keep + more;
     return out;
+}
+
+int64_t roomAfter(int64_t rows) {
+    return std::max<int64_t>(256, rows / 8);
+}
+
+int64_t CaptureMemory::bytes() const {
+    int64_t total = 0;
+    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations,
+                             &ffnOutput, &residual}) {
+        for (const auto& rows : *list) {
+            const auto t = rows.tensor();
+            if (t.defined()) total += t.numel() * int64_t(t.element_size());
+        }
+    }
+    return total;
+}
+
+std::shared_ptr<const CaptureMemory> CaptureMemory::withRoom(
+    const std::function<bool()>& stop) const {
+    auto grown = std::make_shared<CaptureMemory>(*this);
+    const int64_t spare = roomAfter(int64_t(ids.size()));
+    for (auto* list :
+         {&grown->keys, &grown->values, &grown->queries, &grown->headOutputs, &grown->ffnInput,
+          &grown->slotActivations, &grown->ffnOutput, &grown->residual}) {
+        for (auto& rows : *list) {
+            if (stop && stop()) return grown;
+            rows = rows.withRoom(spare / 4, spare);
+        }
+    }
+    return grown;
 }
 
 }  // namespace relulens::core

@@ -9,6 +9,9 @@
 
 namespace relulens::core {
 
+// Rows of room kept after `rows` rows for the words typed next.
+int64_t roomAfter(int64_t rows);
+
 // Rows along one dimension of a tensor. Copies share the storage, each seeing its own first
 // rows; the rows past the furthest any of them was given are free. One extension at a time can
 // take them (the worker's next capture); any other extension, or one that keeps fewer rows than
