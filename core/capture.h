@@ -94,6 +94,8 @@ struct CaptureMemory {
     // scratch has none, so its first continuation copies every row): each layer's tensors are
     // copied where they lack it, one at a time, until `stop` returns true.
     std::shared_ptr<const CaptureMemory> withRoom(const std::function<bool()>& stop) const;
+    // Whether withRoom would copy anything (after a word written in place, nothing).
+    bool needsRoom() const;
 };
 
 // What the run's overrides and ablations change, token by token: entry i is about predicting

@@ -31,10 +31,12 @@ GrowingRows GrowingRows::extended(int64_t keep, int64_t more, int64_t spare) con
     return copied(keep, more, spare);
 }
 
+bool GrowingRows::hasRoom(int64_t least) const {
+    return !storage_ || (storage_->data.size(dim_) - rows_ >= least && storage_->given == rows_);
+}
+
 GrowingRows GrowingRows::withRoom(int64_t least, int64_t spare) const {
-    if (!storage_ || (storage_->data.size(dim_) - rows_ >= least && storage_->given == rows_))
-        return *this;
-    return copied(rows_, 0, spare);
+    return hasRoom(least) ? *this : copied(rows_, 0, spare);
 }
 
 GrowingRows GrowingRows::copied(int64_t keep, int64_t more, int64_t spare) const {
@@ -66,6 +68,25 @@ int64_t CaptureMemory::bytes() const {
     return total;
 }
 
+namespace {
+// The room a memory of `rows` rows should have: a quarter of what a copy is given, so that a
+// memory grown in place a few words keeps its storage.
+int64_t leastRoom(int64_t rows) {
+    return roomAfter(rows) / 4;
+}
+}  // namespace
+
+bool CaptureMemory::needsRoom() const {
+    const int64_t least = leastRoom(int64_t(ids.size()));
+    for (const auto* list : {&keys, &values, &queries, &headOutputs, &ffnInput, &slotActivations,
+                             &ffnOutput, &residual}) {
+        for (const auto& rows : *list) {
+            if (!rows.hasRoom(least)) return true;
+        }
+    }
+    return false;
+}
+
 std::shared_ptr<const CaptureMemory> CaptureMemory::withRoom(
     const std::function<bool()>& stop) const {
     auto grown = std::make_shared<CaptureMemory>(*this);
@@ -75,7 +96,7 @@ std::shared_ptr<const CaptureMemory> CaptureMemory::withRoom(
           &grown->slotActivations, &grown->ffnOutput, &grown->residual}) {
         for (auto& rows : *list) {
             if (stop && stop()) return grown;
-            rows = rows.withRoom(spare / 4, spare);
+            rows = rows.withRoom(leastRoom(int64_t(ids.size())), spare);
         }
     }
     return grown;

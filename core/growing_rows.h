@@ -34,6 +34,8 @@ public:
     // The same rows with room after them that no one has taken: this when it has room for at
     // least `least` rows, else a copy with room for `spare`.
     GrowingRows withRoom(int64_t least, int64_t spare) const;
+    // Whether withRoom(least, …) would keep this storage (room for `least` rows no one took).
+    bool hasRoom(int64_t least) const;
     bool sharesStorageWith(const GrowingRows& other) const {
         return storage_ && storage_ == other.storage_;
     }

@@ -226,10 +226,21 @@ void compareCaptures(const CaptureResult& a, const CaptureResult& b, const std::
     }
 }
 
-LoadedModel loadTiny() {
-    auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
-    if (!loaded.ok()) throw std::runtime_error(loaded.error());
+LoadedModel loadFolder(const std::string& folder) {
+    auto loaded = loadModelFolder(folder);
+    if (!loaded.ok()) throw std::runtime_error(folder + ": " + loaded.error());
     return std::move(*loaded);
+}
+
+LoadedModel loadTiny() {
+    return loadFolder(relulens::test::dataPath("tiny"));
+}
+
+// The bundled softmax model (four layers), loaded on first use.
+const LoadedModel& bundledSoftmax() {
+    static const LoadedModel model =
+        loadFolder(std::string(RELULENS_RESOURCES) + "/models/softmax");
+    return model;
 }
 
 // Loaded once, on first use (initTestCase): the tiny model and the text every capture reads.
@@ -649,6 +660,7 @@ TEST_CASE("continuationsWriteInPlaceWithoutChangingEarlierResults") {
         REQUIRE(c.ok());
         REQUIRE(c->reusedTokens == int64_t(b->tokens.size()));
         REQUIRE_MESSAGE(storage(*c) == storage(*b), name << ": not written in place");
+        REQUIRE(!m3->needsRoom());  // written in place, with room left after it
         // the same memory continued again: its room is taken, so a copy
         auto d = capture(*fx.tiny.model, fx.tiny.tokenizer, other, request, nullptr, m2.get());
         REQUIRE(d.ok());
@@ -668,6 +680,12 @@ TEST_CASE("continuationsWriteInPlaceWithoutChangingEarlierResults") {
         const auto roomy = m1->withRoom({});
         REQUIRE(slots(*roomy) != slots(*m1));
         REQUIRE(slots(*roomy->withRoom({})) == slots(*roomy));  // it has room already
+        // What needs room: a capture from scratch, and a memory whose room a continuation took
+        // (m2's by c, m3's by e); not the memory given room.
+        REQUIRE(m1->needsRoom());
+        REQUIRE(m2->needsRoom());
+        REQUIRE(m3->needsRoom());
+        REQUIRE(!roomy->needsRoom());
         auto f = capture(*fx.tiny.model, fx.tiny.tokenizer, t2, request, nullptr, roomy.get());
         REQUIRE(f.ok());
         REQUIRE(f->reusedTokens == int64_t(a->tokens.size()));
@@ -689,10 +707,8 @@ TEST_CASE("continuationsWriteInPlaceWithoutChangingEarlierResults") {
 // head ablation, on a softmax and a ReLU ÷ n base.
 TEST_CASE("aChangeHigherUpReusesTheLayersBelowIt") {
     const Fixture& fx = fixture();
-    auto loaded = loadModelFolder(std::string(RELULENS_RESOURCES) + "/models/softmax");
-    REQUIRE_MESSAGE(loaded.ok(), (loaded ? "" : loaded.error().c_str()));
-    const auto& model = *loaded->model;
-    const auto& tokenizer = loaded->tokenizer;
+    const auto& model = *bundledSoftmax().model;
+    const auto& tokenizer = bundledSoftmax().tokenizer;
     const int64_t layers = model.info().nLayers;
     REQUIRE(layers == int64_t(4));
     const std::string text = fx.text.substr(0, 400);
@@ -772,10 +788,8 @@ TEST_CASE("aChangeHigherUpReusesTheLayersBelowIt") {
 // included) equals a capture from scratch.
 TEST_CASE("theComparisonsMemoryServesAToggleToItsVariant") {
     const Fixture& fx = fixture();
-    auto loaded = loadModelFolder(std::string(RELULENS_RESOURCES) + "/models/softmax");
-    REQUIRE_MESSAGE(loaded.ok(), (loaded ? "" : loaded.error().c_str()));
-    const auto& model = *loaded->model;
-    const auto& tokenizer = loaded->tokenizer;
+    const auto& model = *bundledSoftmax().model;
+    const auto& tokenizer = bundledSoftmax().tokenizer;
     const int64_t layers = model.info().nLayers;
     const std::string text = fx.text.substr(0, 400);
     for (const auto& run : {everyVariant()[0], everyVariant()[2]}) {

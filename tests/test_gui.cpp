@@ -152,8 +152,19 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);  // the last request's comparison
         const int before = inference_->computeCount();
         const auto oldWeights = state_->result()->maps->weights(0, 0).clone();
+        // The status bar's "computing…" goes when the comparison comes, while the worker still
+        // makes room for the next word (busy() until then).
+        QList<std::pair<bool, bool>> shown;  // (busyChanged's value, busy() then)
+        auto watch = connect(inference_, &InferenceController::busyChanged, this, [&](bool busy) {
+            shown.append({busy, inference_->busy()});
+        });
         state_->toggleSoftmaxRelu();  // softmax -> relu_len
         QVERIFY(waitForResult());
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);
+        disconnect(watch);
+        QCOMPARE(shown.size(), 2);
+        QVERIFY(shown[0].first && shown[0].second);
+        QVERIFY2(!shown[1].first && shown[1].second, "not shown idle before the last part");
         QCOMPARE(inference_->computeCount(), before + 1);
         QCOMPARE(state_->result()->run.attention.kind, relulens::core::AttentionKind::ReluLen);
         const auto newWeights = state_->result()->maps->weights(0, 0);

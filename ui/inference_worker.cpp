@@ -117,11 +117,18 @@ void InferenceWorker::compute(const InferenceRequest& request) {
     Q_EMIT finished(comparison);
     // While the person reads: room after the shown text's rows, so that the next word typed at
     // its end is written in place (a newer request stops this and keeps what is done).
-    if (memory_) memory_ = memory_->withRoom([this] { return cancel_->load(); });
+    if (memory_ && memory_->needsRoom()) {
+        memory_ = memory_->withRoom([this] { return cancel_->load(); });
+    }
     InferenceResponse done;
     done.id = request.id;
     done.folder = request.folder;
     Q_EMIT finished(done);
+}
+
+void InferenceWorker::forgetMemory() {
+    memory_.reset();
+    comparisonMemory_.reset();
 }
 
 void InferenceWorker::keepUsefulMemory(const InferenceRequest& request,
@@ -201,6 +208,11 @@ InferenceController::InferenceController(AppState* state, QObject* parent)
     coalesce_.setInterval(kCoalesceMs);
     connect(&coalesce_, &QTimer::timeout, this, &InferenceController::dispatch);
     connect(state_, &AppState::inputChanged, this, &InferenceController::schedule);
+}
+
+void InferenceController::forgetMemory() {
+    // (queued: it runs on the worker's thread before any request sent after it)
+    QMetaObject::invokeMethod(worker_, &InferenceWorker::forgetMemory, Qt::QueuedConnection);
 }
 
 InferenceController::~InferenceController() {
@@ -383,8 +395,14 @@ void InferenceController::start(InferenceRequest request) {
     cancel_ = cancelLoad_ = false;
     running_ = true;
     ++computeCount_;
-    Q_EMIT busyChanged(true);
+    showBusy(true);
     Q_EMIT requestToWorker(request);
+}
+
+void InferenceController::showBusy(bool busy) {
+    if (busy == shownBusy_) return;
+    shownBusy_ = busy;
+    Q_EMIT busyChanged(busy);
 }
 
 void InferenceController::markDrawn(quint64 id) {
@@ -416,8 +434,10 @@ void InferenceController::onFinished(const InferenceResponse& response) {
             pending_.reset();
             start(std::move(next));
         } else {
-            Q_EMIT busyChanged(false);
+            showBusy(false);
         }
+    } else if (!response.result && !pending_) {
+        showBusy(false);  // the comparison: what remains is room for the next word
     }
     if (response.modelFailed) Q_EMIT modelFailed(response.folder, response.error);
     if (response.id != latestId_) return;  // superseded

@@ -56,6 +56,7 @@ public:
     ~InferenceWorker() override;
 public Q_SLOTS:
     void compute(const relulens::ui::InferenceRequest& request);
+    void forgetMemory();  // the next capture runs every token and layer (the benchmark)
 Q_SIGNALS:
     void finished(const relulens::ui::InferenceResponse& response);
     // While a model folder is read: the share done (0..1).
@@ -92,8 +93,13 @@ public:
     explicit InferenceController(AppState* state, QObject* parent = nullptr);
     ~InferenceController() override;
 
+    // A request is running (the worker may still be making room after its comparison).
     bool busy() const { return running_; }
-    void forgetRecent() { recent_.clear(); }  // (the benchmark times forward passes)
+    // (The benchmark times forward passes.) Without recent results a variant or text is
+    // captured again, taking from the worker's memory what it can; without that memory too,
+    // from scratch.
+    void forgetRecent() { recent_.clear(); }
+    void forgetMemory();
     // Answers taken from the recent results instead of a forward pass.
     int reuseCount() const { return reuseCount_; }
     // The folder of the last result delivered (what the window shows).
@@ -110,6 +116,9 @@ public Q_SLOTS:
     void cancel();    // stops the running request (a model load included)
 
 Q_SIGNALS:
+    // Whether the person waits for something: true from a request's start until its
+    // comparison has come (the worker's work after that, done while the person reads, is not
+    // shown as waiting; busy() stays true through it).
     void busyChanged(bool busy);
     void loadProgress(const QString& folder, double fraction);
     // A model folder could not be opened (or its loading was cancelled): the message.
@@ -146,6 +155,8 @@ private:
     QString shownFolder_;
     QTimer coalesce_;
     bool running_ = false;
+    bool shownBusy_ = false;  // what busyChanged said last
+    void showBusy(bool busy);
     std::optional<InferenceRequest> pending_;
     quint64 nextId_ = 0;
     quint64 latestId_ = 0;
