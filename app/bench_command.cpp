@@ -207,9 +207,9 @@ void printBenchHeader(const BenchContext& c, double loadMs, double loadPeakMb) {
         "load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
         "weights (%.0f MB)\n\n",
         loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens",
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens",
                 "forward", "floor", "×floor", "capture", "maps only", "one map", "top ovr",
-                "(full)", "toggle", "back", "+word", "stall", "text→PNG", "peak MB");
+                "(full)", "toggle", "(cold)", "back", "+word", "stall", "text→PNG", "peak MB");
     if (c.options.baseline)
         std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio",
                     "max |Δ|");
@@ -224,7 +224,10 @@ void printBenchLegend(bool baseline) {
         "map: rebuilding the last layer's head 0 (L × L); top ovr: the capture after an override "
         "set on the top layer (with its effect), taking the layers below from the capture "
         "before it; (full): the same from scratch; toggle: activation toggle to the "
-        "redrawn attention map and sparsity views (a variant not seen before); back: toggling "
+        "redrawn attention map and sparsity views, with no recent result for the variant "
+        "toggled to (a capture taking every layer but the top one from the memory of the "
+        "comparison run under that variant while the person looked); (cold): the same with "
+        "that memory dropped too (a whole capture); back: toggling "
         "back to a variant seen moments ago (no forward pass); +word: one more word typed at the "
         "end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest "
         "time without turning its event loop during the toggles and typing (the JSON's "
@@ -320,6 +323,7 @@ core::Status windowFigures(const BenchContext& c, const std::string& text, nlohm
         benchGui(c.argc, c.argv, c.loaded, c.options.modelFolder, text, int(c.options.repeats));
     if (!timings) return core::Error{timings.error()};
     row["toggle_to_redraw_ms"] = timings->toggleMs;
+    row["toggle_cold_ms"] = timings->coldToggleMs;
     row["text_to_picture_ms"] = timings->textToPictureMs;
     row["gui_stall_ms"] = timings->stallMs;
     row["gui_stall_event"] = timings->stallEvent;
@@ -393,14 +397,15 @@ core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
         return v > 0 ? std::to_string(int64_t(std::lround(v))) : std::string("–");
     };
     const auto& r = *row;
-    std::printf("%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %6s %6s %7s %10s %8.0f",
-                n, r["forward_ms"].get<double>(), r["floor_ms"].get<double>(),
-                r["forward_over_floor"].get<double>(), r["capture_ms"].get<double>(),
-                r["maps_only_capture_ms"].get<double>(), r["one_map_ms"].get<double>(),
-                r["top_override_reused_ms"].get<double>(), r["top_override_full_ms"].get<double>(),
-                cell("toggle_to_redraw_ms").c_str(), cell("toggle_back_ms").c_str(),
-                cell("append_word_ms").c_str(), cell("gui_stall_ms").c_str(),
-                cell("text_to_picture_ms").c_str(), peak);
+    std::printf(
+        "%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %9s %6s %6s %7s %10s %8.0f", n,
+        r["forward_ms"].get<double>(), r["floor_ms"].get<double>(),
+        r["forward_over_floor"].get<double>(), r["capture_ms"].get<double>(),
+        r["maps_only_capture_ms"].get<double>(), r["one_map_ms"].get<double>(),
+        r["top_override_reused_ms"].get<double>(), r["top_override_full_ms"].get<double>(),
+        cell("toggle_to_redraw_ms").c_str(), cell("toggle_cold_ms").c_str(),
+        cell("toggle_back_ms").c_str(), cell("append_word_ms").c_str(),
+        cell("gui_stall_ms").c_str(), cell("text_to_picture_ms").c_str(), peak);
     if (c.options.baseline) {
         if (auto s = baselineFigures(c, tokens, *maps, *row); !s) {
             std::printf("\n");

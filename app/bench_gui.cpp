@@ -136,14 +136,25 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
         return ms;
     };
     auto toggle = [&] { return redrawAfter([&] { b.state->toggleSoftmaxRelu(); }); };
-    std::vector<double> toggles, backs, appends;
+    std::vector<double> toggles, colds, backs, appends;
     ui::StallProbe probe;
     probe.start();
+    // No recent result for the variant toggled to: a capture, which takes every layer but the
+    // top one from the memory of the comparison the worker ran under that variant meanwhile.
     for (int r = 0; r < repeats + 1; ++r) {
-        b.inference->forgetRecent();  // a variant not seen before: a forward pass
+        b.inference->forgetRecent();
         auto ms = toggle();
         if (!ms) return core::Error{ms.error()};
         if (r > 0) toggles.push_back(*ms);  // the first run warms up
+    }
+    // The worker's memory dropped too (a toggle before the comparison is done, or to a variant
+    // other than the comparison's): a whole capture.
+    for (int r = 0; r < repeats + 1; ++r) {
+        b.inference->forgetRecent();
+        b.inference->forgetMemory();
+        auto ms = toggle();
+        if (!ms) return core::Error{ms.error()};
+        if (r > 0) colds.push_back(*ms);
     }
     // Back to a variant seen moments ago: both variants are recent now.
     for (int r = 0; r < repeats + 1; ++r) {
@@ -160,6 +171,7 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
         if (r > 0) appends.push_back(*ms);  // the first may follow another variant's pass
     }
     timings.toggleMs = median(toggles);
+    timings.coldToggleMs = median(colds);
     timings.toggleBackMs = median(backs);
     timings.appendWordMs = median(appends);
     timings.stallMs = probe.stop();

@@ -22,6 +22,7 @@ int runGui(int argc, char** argv);
 int renderCommand(int argc, char** argv, const std::vector<std::string>& args);
 struct GuiTimings {
     double toggleMs = 0;         // activation toggle → attention map and sparsity views redrawn
+    double coldToggleMs = 0;     // the same with nothing kept by the worker: a whole capture
     double textToPictureMs = 0;  // text → capture → attention map view written to a PNG
     double toggleBackMs = 0;     // toggle back to a variant seen moments ago → both redrawn
     double appendWordMs = 0;     // one more word typed at the end → both redrawn
