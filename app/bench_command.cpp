@@ -64,6 +64,15 @@ double peakResidentMb() {
     return 0;
 }
 
+// Starts the peak above anew from the memory resident now (Linux's clear_refs); false where
+// the kernel does not allow it, and the peak stays the process's.
+bool resetPeakResident() {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    return bool(clear);
+}
+
 // What the process has cost the kernel so far: minor page faults (first touches of memory,
 // slow on some virtual machines when large tensors are allocated anew) and system CPU time
 // (the faults, and thread waits and the like).
@@ -207,9 +216,10 @@ void printBenchHeader(const BenchContext& c, double loadMs, double loadPeakMb) {
         "load: %.1f s, peak resident memory %.0f MB after loading = %.2f × the float32 "
         "weights (%.0f MB)\n\n",
         loadMs / 1e3, loadPeakMb, loadPeakMb / weightsMb, weightsMb);
-    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %9s %6s %6s %7s %10s %8s", "tokens",
-                "forward", "floor", "×floor", "capture", "maps only", "one map", "top ovr",
-                "(full)", "toggle", "(cold)", "back", "+word", "stall", "text→PNG", "peak MB");
+    std::printf("%7s %9s %9s %6s %10s %9s %9s %9s %9s %9s %9s %6s %6s %7s %7s %10s %8s %8s",
+                "tokens", "forward", "floor", "×floor", "capture", "maps only", "one map",
+                "top ovr", "(full)", "toggle", "(cold)", "back", "+word", "+letter", "stall",
+                "text→PNG", "peak MB", "window");
     if (c.options.baseline)
         std::printf(" | %10s %6s %10s %6s %8s", "py capture", "ratio", "py →PNG", "ratio",
                     "max |Δ|");
@@ -229,13 +239,17 @@ void printBenchLegend(bool baseline) {
         "comparison run under that variant while the person looked); (cold): the same with "
         "that memory dropped too (a whole capture); back: toggling "
         "back to a variant seen moments ago (no forward pass); +word: one more word typed at the "
-        "end, to both views redrawn (only the new tokens run); stall: the GUI thread's longest "
+        "end, to both views redrawn (only the new tokens run); +letter: the same for each letter "
+        "of "
+        "a word typed one at a time (median; a letter that changes the last token goes on from "
+        "a few tokens back); stall: the GUI thread's longest "
         "time without turning its event loop during the toggles and typing (the JSON's "
         "gui_stall_event names the slowest event handled inside it); text→PNG: the "
         "maps-only capture and the attention map view written to a PNG (what relulens render "
-        "--view attention does); peak MB: the process's peak resident memory so far (the "
-        "JSON adds each size's minor page faults and system CPU time, all its measurements "
-        "together)%s.\n",
+        "--view attention does); peak MB: the process's peak resident memory at this size; "
+        "window: its peak during the window's figures alone (toggles to text→PNG; the JSON "
+        "has engine_peak_rss_mb for the columns before them, and each size's minor page "
+        "faults and system CPU time, all its measurements together)%s.\n",
         baseline ? "; py: bench/baseline.py (PyTorch eager, every map returned, matplotlib), "
                    "ratio = its time / ReluLens's; max |Δ|: its map against ReluLens's"
                  : "");
@@ -329,6 +343,7 @@ core::Status windowFigures(const BenchContext& c, const std::string& text, nlohm
     row["gui_stall_event"] = timings->stallEvent;
     row["toggle_back_ms"] = timings->toggleBackMs;
     row["append_word_ms"] = timings->appendWordMs;
+    row["append_letter_ms"] = timings->appendLetterMs;
 #else
     (void)c;
     (void)text;
@@ -383,11 +398,22 @@ core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
 
     std::shared_ptr<const core::MapSource> maps;
     const KernelCost before = kernelCost();
+    const bool perPart = resetPeakResident();
     auto row = engineFigures(c, text, ids, &maps);
     if (!row) return row;
+    const double enginePeak = peakResidentMb();
+    // The window's own peak: from what is resident once the engine's figures are done. The
+    // capture whose map the baseline compares (~50 MB at 8,192 tokens) is held only for it.
+    if (!c.options.baseline) maps.reset();
+    resetPeakResident();
     if (auto s = windowFigures(c, text, *row); !s) return core::Error{s.error()};
-    const double peak = peakResidentMb();
+    const double windowPeak = peakResidentMb();
+    const double peak = perPart ? std::max(enginePeak, windowPeak) : windowPeak;
     (*row)["peak_rss_mb"] = peak;
+    if (perPart) {
+        (*row)["engine_peak_rss_mb"] = enginePeak;
+        if (row->contains("toggle_to_redraw_ms")) (*row)["window_peak_rss_mb"] = windowPeak;
+    }
     // (every measurement at this size, warm-ups included)
     const KernelCost after = kernelCost();
     (*row)["minor_page_faults"] = after.minorFaults - before.minorFaults;
@@ -398,14 +424,16 @@ core::Result<nlohmann::json> benchSize(const BenchContext& c, size_t n) {
     };
     const auto& r = *row;
     std::printf(
-        "%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %9s %6s %6s %7s %10s %8.0f", n,
-        r["forward_ms"].get<double>(), r["floor_ms"].get<double>(),
+        "%7zu %9.1f %9.1f %6.2f %10.1f %9.1f %9.1f %9.1f %9.1f %9s %9s %6s %6s %7s %7s %10s %8.0f "
+        "%8s",
+        n, r["forward_ms"].get<double>(), r["floor_ms"].get<double>(),
         r["forward_over_floor"].get<double>(), r["capture_ms"].get<double>(),
         r["maps_only_capture_ms"].get<double>(), r["one_map_ms"].get<double>(),
         r["top_override_reused_ms"].get<double>(), r["top_override_full_ms"].get<double>(),
         cell("toggle_to_redraw_ms").c_str(), cell("toggle_cold_ms").c_str(),
         cell("toggle_back_ms").c_str(), cell("append_word_ms").c_str(),
-        cell("gui_stall_ms").c_str(), cell("text_to_picture_ms").c_str(), peak);
+        cell("append_letter_ms").c_str(), cell("gui_stall_ms").c_str(),
+        cell("text_to_picture_ms").c_str(), peak, cell("window_peak_rss_mb").c_str());
     if (c.options.baseline) {
         if (auto s = baselineFigures(c, tokens, *maps, *row); !s) {
             std::printf("\n");

@@ -26,6 +26,7 @@ struct GuiTimings {
     double textToPictureMs = 0;  // text → capture → attention map view written to a PNG
     double toggleBackMs = 0;     // toggle back to a variant seen moments ago → both redrawn
     double appendWordMs = 0;     // one more word typed at the end → both redrawn
+    double appendLetterMs = 0;   // one more letter of a word typed at the end → both redrawn
     double stallMs = 0;          // the GUI thread's longest stall during the toggles and typing
     std::string stallEvent;      // the slowest event handled inside it (empty: none was)
 };
