@@ -1,14 +1,12 @@
 // relulens bench: how fast ReluLens is at several input lengths, how far its forward pass is
 // from the machine's matrix-multiply floor, and (with --baseline) how it compares with running
 // the same weights in PyTorch eager mode from a notebook.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -16,6 +14,7 @@
 
 #include "app/bench_baseline.h"
 #include "app/commands.h"
+#include "app/process_resources.h"
 #include "core/atomic_file.h"
 #include "core/capture.h"
 #include "core/checkpoint.h"
@@ -52,39 +51,6 @@ double medianMs(int repeats, F&& f) {
 // Waits for queued GPU work by reading one number back.
 void synchronise(const torch::Tensor& t) {
     if (t.defined() && !t.is_cpu()) t.sum().item<float>();
-}
-
-// The process's peak resident memory so far (VmHWM), in MB.
-double peakResidentMb() {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line)) {
-        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-    }
-    return 0;
-}
-
-// Starts the peak above anew from the memory resident now (Linux's clear_refs); false where
-// the kernel does not allow it, and the peak stays the process's.
-bool resetPeakResident() {
-    std::ofstream clear("/proc/self/clear_refs");
-    clear << "5";
-    clear.flush();
-    return bool(clear);
-}
-
-// What the process has cost the kernel so far: minor page faults (first touches of memory,
-// slow on some virtual machines when large tensors are allocated anew) and system CPU time
-// (the faults, and thread waits and the like).
-struct KernelCost {
-    int64_t minorFaults = 0;
-    double systemMs = 0;
-};
-KernelCost kernelCost() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return {int64_t(usage.ru_minflt),
-            double(usage.ru_stime.tv_sec) * 1e3 + double(usage.ru_stime.tv_usec) / 1e3};
 }
 
 // Floating-point operations of one forward pass over n tokens: the projections, the attention

@@ -254,6 +254,16 @@ const Fixture& fixture() {
     return f;
 }
 
+// What the window asks for under `run`, with a small overview from the first token and blocks
+// of `blockRows` rows (an odd size, so that block edges fall inside the rows continued).
+CaptureRequest continuedRequest(const RunSpec& run, int64_t blockRows) {
+    CaptureRequest request = viewerRequest(run, 0.1);
+    request.overviewCells = 16;
+    request.overviewFromTokens = 0;
+    request.blockRows = blockRows;
+    return request;
+}
+
 }  // namespace
 
 TEST_CASE("inPlaceMaskingEqualsTheGeneralPath") {
@@ -559,10 +569,7 @@ TEST_CASE("aContinuedCaptureEqualsAFullOne") {
     REQUIRE(!midWord.empty());
     for (const auto& run : everyVariant()) {
         const std::string name = run.attention.label();
-        CaptureRequest request = viewerRequest(run, 0.1);
-        request.overviewCells = 16;
-        request.overviewFromTokens = 0;
-        request.blockRows = 13;
+        const CaptureRequest request = continuedRequest(run, 13);
         auto full = capture(*fx.tiny.model, fx.tiny.tokenizer, whole, request);
         REQUIRE(full.ok());
         REQUIRE(full->reusedTokens == int64_t(0));
@@ -645,10 +652,7 @@ TEST_CASE("continuationsWriteInPlaceWithoutChangingEarlierResults") {
     auto storage = [](const CaptureResult& r) { return r.layers[0].slotActivations.data_ptr(); };
     for (const auto& run : everyVariant()) {
         const std::string name = run.attention.label();
-        CaptureRequest request = viewerRequest(run, 0.1);
-        request.overviewCells = 16;
-        request.overviewFromTokens = 0;
-        request.blockRows = 11;
+        const CaptureRequest request = continuedRequest(run, 11);
         std::shared_ptr<const CaptureMemory> m1, m2, m3;
         auto a = capture(*fx.tiny.model, fx.tiny.tokenizer, t1, request, nullptr, nullptr, &m1);
         REQUIRE((a.ok() && m1));
