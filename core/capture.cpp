@@ -220,6 +220,22 @@ LayerCapture layerDiagnostics(const LanguageModel& model, int64_t l, const Captu
     return layer;
 }
 
+// The rows a memory keeps besides keys and values: where the pass traces them, where the memory
+// keeps them, and the rows' dimension there (without the batch).
+struct KeptRows {
+    torch::Tensor LayerTrace::*traced;
+    std::vector<GrowingRows> CaptureMemory::*kept;
+    int64_t dim;
+};
+const KeptRows kKeptRows[] = {
+    {&LayerTrace::q, &CaptureMemory::queries, 1},
+    {&LayerTrace::headOutputs, &CaptureMemory::headOutputs, 1},
+    {&LayerTrace::ffnInput, &CaptureMemory::ffnInput, 0},
+    {&LayerTrace::slotActivations, &CaptureMemory::slotActivations, 0},
+    {&LayerTrace::ffnOutput, &CaptureMemory::ffnOutput, 0},
+    {&LayerTrace::residual, &CaptureMemory::residual, 0},
+};
+
 }  // namespace
 
 bool CaptureMemory::canServe(const LanguageModel& m, const CaptureRequest& r) const {
@@ -274,19 +290,47 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     ForwardTrace trace;
     trace.options = traceOptions(request, anyMaps, continuable, lens);
     trace.blockRows = request.blockRows;
-    // A continuation's rows go after the previous capture's first P: in place when they can
-    // (typing at the end), else in a copy with room for more.
+    // The rows a memory keeps are written by the pass as it makes them, into storage with room
+    // for the words typed next: a continuation's after the previous capture's first P (in place
+    // when they can, else in a copy), a capture from scratch's into new storage. So no copy is
+    // needed later, and the pass's own tensors are freed layer by layer.
+    const bool keepRows = continuable || past;
     const int64_t spare = roomAfter(L);
-    std::vector<GrowingRows> grownKeys, grownValues;
-    if (past) {
+    std::vector<GrowingRows> grownKeys(size_t(config.nLayers)), grownValues(size_t(config.nLayers));
+    CaptureMemory kept;  // per layer, the other rows the memory keeps
+    if (keepRows) {
+        const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(model.device());
+        const std::vector<int64_t> sizes = {1, config.nKvHeads, L, config.headDim};
         for (int64_t l = 0; l < config.nLayers; ++l) {
-            grownKeys.push_back(past->keys[size_t(l)].extended(P, L - P, spare));
-            grownValues.push_back(past->values[size_t(l)].extended(P, L - P, spare));
-            trace.keyRoom.push_back(grownKeys.back().tensor());
-            trace.valueRoom.push_back(grownValues.back().tensor());
-            trace.pastKeys.push_back(trace.keyRoom.back().narrow(2, 0, P));
-            trace.pastValues.push_back(trace.valueRoom.back().narrow(2, 0, P));
+            auto& keys = grownKeys[size_t(l)];
+            auto& values = grownValues[size_t(l)];
+            if (past) {
+                keys = past->keys[size_t(l)].extended(P, L - P, spare);
+                values = past->values[size_t(l)].extended(P, L - P, spare);
+                trace.pastKeys.push_back(keys.tensor().narrow(2, 0, P));
+                trace.pastValues.push_back(values.tensor().narrow(2, 0, P));
+            } else if (l >= K) {
+                keys = GrowingRows::allocated(sizes, 2, spare, options);
+                values = GrowingRows::allocated(sizes, 2, spare, options);
+            }
+            trace.keyRoom.push_back(keys.tensor());
+            trace.valueRoom.push_back(values.tensor());
         }
+        for (const auto& k : kKeptRows) (kept.*k.kept).resize(size_t(config.nLayers));
+        trace.keepRows = [&](int64_t l, torch::Tensor LayerTrace::*traced,
+                             const torch::Tensor& fresh) {
+            for (const auto& k : kKeptRows) {
+                if (k.traced != traced) continue;
+                auto& rows = (kept.*k.kept)[size_t(l)];
+                const auto now = fresh[0];
+                rows = past ? (past->*k.kept)[size_t(l)].extended(P, L - P, spare)
+                            : GrowingRows::allocated(now.sizes(), k.dim, spare, now.options());
+                auto place = rows.tensor().narrow(k.dim, P, L - P);
+                place.copy_(now);
+                return place.unsqueeze(0);
+            }
+            return fresh;
+        };
     }
     if (below) {
         trace.startLayer = K;
@@ -397,34 +441,27 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
     for (int64_t l = 0; l < config.nLayers; ++l) {
         if (cancel && cancel->load()) return Error{"cancelled"};
         const auto& t = trace.layers[size_t(l)];
-        // A layer this pass ran (its new rows after the previous capture's first P), or one
-        // taken whole from the capture below.
-        auto layerRows = [&](const std::vector<GrowingRows> CaptureMemory::*list,
-                             const torch::Tensor& fresh, int64_t dim) {
-            if (l < K) return ((*below).*list)[size_t(l)];
-            if (!fresh.defined()) return GrowingRows();
-            if (!past) return GrowingRows(fresh[0], dim);
-            auto rows = ((*past).*list)[size_t(l)].extended(P, L - P, spare);
-            rows.tensor().narrow(dim, P, L - P).copy_(fresh[0]);
-            return rows;
+        // A layer this pass ran (kept as the pass went, or traced), or one taken whole from the
+        // capture below.
+        auto layerRows = [&](const KeptRows& k) {
+            if (l < K) return ((*below).*k.kept)[size_t(l)];
+            if (keepRows) return (kept.*k.kept)[size_t(l)];
+            const auto& fresh = t.*k.traced;
+            return fresh.defined() ? GrowingRows(fresh[0], k.dim) : GrowingRows();
         };
-        const auto qRows = layerRows(&CaptureMemory::queries, t.q, 1);
-        const auto headOutputRows = layerRows(&CaptureMemory::headOutputs, t.headOutputs, 1);
-        const auto ffnInputRows = layerRows(&CaptureMemory::ffnInput, t.ffnInput, 0);
-        const auto slotRows = layerRows(&CaptureMemory::slotActivations, t.slotActivations, 0);
-        const auto ffnOutputRows = layerRows(&CaptureMemory::ffnOutput, t.ffnOutput, 0);
-        const auto residualRows = layerRows(&CaptureMemory::residual, t.residual, 0);
-        // (1, H_kv, L, dh), a continuation's already written after the past rows by the pass
-        const auto keyRows = l < K  ? below->keys[size_t(l)]
-                             : past ? grownKeys[size_t(l)]
-                                    : GrowingRows(t.k, 2);
-        const auto valueRows = l < K  ? below->values[size_t(l)]
-                               : past ? grownValues[size_t(l)]
-                                      : GrowingRows(t.v, 2);
-        const auto q = qRows.tensor(), headOutputs = headOutputRows.tensor(),
-                   ffnInput = ffnInputRows.tensor(), slots = slotRows.tensor(),
-                   ffnOutput = ffnOutputRows.tensor(), residual = residualRows.tensor(),
-                   keys = keyRows.tensor(), values = valueRows.tensor();
+        std::vector<GrowingRows> rows;  // in kKeptRows' order
+        for (const auto& k : kKeptRows) rows.push_back(layerRows(k));
+        const auto q = rows[0].tensor(), headOutputs = rows[1].tensor(),
+                   ffnInput = rows[2].tensor(), slots = rows[3].tensor(),
+                   ffnOutput = rows[4].tensor(), residual = rows[5].tensor();
+        // (1, H_kv, L, dh), written in storage with room by the pass when the memory keeps them
+        const auto keyRows = l < K      ? below->keys[size_t(l)]
+                             : keepRows ? grownKeys[size_t(l)]
+                                        : GrowingRows(t.k, 2);
+        const auto valueRows = l < K      ? below->values[size_t(l)]
+                               : keepRows ? grownValues[size_t(l)]
+                                          : GrowingRows(t.v, 2);
+        const auto keys = keyRows.tensor(), values = valueRows.tensor();
         LayerCapture layer;
         if (request.diagnostics) {
             layer =
@@ -438,12 +475,9 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         if (memory) {
             memory->keys.push_back(keyRows);
             memory->values.push_back(valueRows);
-            memory->queries.push_back(qRows);
-            memory->headOutputs.push_back(headOutputRows);
-            memory->ffnInput.push_back(ffnInputRows);
-            memory->slotActivations.push_back(slotRows);
-            memory->ffnOutput.push_back(ffnOutputRows);
-            memory->residual.push_back(residualRows);
+            for (size_t i = 0; i < rows.size(); ++i) {
+                ((*memory).*kKeptRows[i].kept).push_back(rows[i]);
+            }
         }
         for (int64_t h = 0; h < config.nHeads; ++h) {
             bool wanted = request.allMaps;

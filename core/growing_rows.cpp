@@ -14,6 +14,16 @@ GrowingRows::GrowingRows(torch::Tensor whole, int64_t dim) : dim_(dim) {
     storage_->given = rows_;
 }
 
+GrowingRows GrowingRows::allocated(torch::IntArrayRef sizes, int64_t dim, int64_t spare,
+                                   const torch::TensorOptions& options) {
+    auto withRoom = sizes.vec();
+    withRoom[size_t(dim)] += spare;
+    GrowingRows out(torch::empty(withRoom, options), dim);
+    out.rows_ = sizes[size_t(dim)];
+    out.storage_->given = out.rows_;
+    return out;
+}
+
 torch::Tensor GrowingRows::tensor() const {
     return storage_ ? storage_->data.narrow(dim_, 0, rows_) : torch::Tensor();
 }

@@ -22,6 +22,10 @@ public:
     GrowingRows() = default;
     // `whole`'s rows along `dim`, without room for more.
     GrowingRows(torch::Tensor whole, int64_t dim);
+    // Rows of these sizes (their number at `dim`), yet to be written (tensor() is uninitialised),
+    // with room for `spare` more after them.
+    static GrowingRows allocated(torch::IntArrayRef sizes, int64_t dim, int64_t spare,
+                                 const torch::TensorOptions& options);
 
     bool defined() const { return bool(storage_); }
     int64_t rows() const { return rows_; }

@@ -162,9 +162,14 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
     return joined(&Part::out, 2);  // (B, H, R, dh)
 }
 
+void ForwardTrace::keep(int64_t layer, torch::Tensor LayerTrace::*rows,
+                        const torch::Tensor& fresh) {
+    layers[size_t(layer)].*rows = keepRows ? keepRows(layer, rows, fresh) : fresh;
+}
+
 std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int64_t layer,
                                                  const torch::Tensor& k, const torch::Tensor& v) {
-    if (!trace || trace->pastKeys.empty()) return {k, v};
+    if (!trace) return {k, v};
     if (!trace->keyRoom.empty()) {
         const auto& keys = trace->keyRoom[size_t(layer)];
         const auto& values = trace->valueRoom[size_t(layer)];
@@ -173,6 +178,7 @@ std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int6
         values.narrow(2, past, v.size(2)).copy_(v);
         return {keys, values};
     }
+    if (trace->pastKeys.empty()) return {k, v};
     return {torch::cat({trace->pastKeys[size_t(layer)], k}, 2),
             torch::cat({trace->pastValues[size_t(layer)], v}, 2)};
 }

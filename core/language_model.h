@@ -67,10 +67,19 @@ struct ForwardTrace {
     // k and v for all P + L. The model is causal, so the result equals a pass over the whole.
     std::vector<torch::Tensor> pastKeys, pastValues;
     int64_t pastLength() const { return pastKeys.empty() ? 0 : pastKeys[0].size(2); }
-    // With pastKeys, optionally (B, H_kv, P + L, d_head) per layer whose first P rows are the
-    // past keys (values): the new rows are written after them and attention reads them there,
-    // instead of joining past and new rows into a fresh tensor.
+    // Optionally (B, H_kv, P + L, d_head) per layer whose first P rows are the past keys
+    // (values), P = 0 without pastKeys: the new rows are written after them and attention reads
+    // them there, instead of joining past and new rows into a fresh tensor.
     std::vector<torch::Tensor> keyRoom, valueRoom;
+    // When set, a layer's traced q, head outputs, FFN input, slot activations, FFN output and
+    // residual stream are handed here as soon as the pass makes them, and the trace keeps what
+    // it returns (a tensor of the same shape): the caller's copy, in a storage with room for the
+    // words typed next, so the pass's own tensor is freed at once instead of being copied later.
+    std::function<torch::Tensor(int64_t layer, torch::Tensor LayerTrace::*rows,
+                                const torch::Tensor& fresh)>
+        keepRows;
+    // What the model calls to trace `fresh` as layer `layer`'s `rows`.
+    void keep(int64_t layer, torch::Tensor LayerTrace::*rows, const torch::Tensor& fresh);
     // Start at layer startLayer from the residual stream entering it (B, L, d), from an earlier
     // pass over the same tokens whose run is the same below that layer (a change made higher in
     // the model). The layers before it are neither run nor traced. Not combined with pastKeys.

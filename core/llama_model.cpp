@@ -73,7 +73,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
     }
     for (int64_t l = start; l < c.layers; ++l) {
         const Layer& w = weights_.layers[size_t(l)];
-        if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
+        if (trace && trace->options.residual) trace->keep(l, &LayerTrace::residual, x);
         const auto h = rmsNorm(x, w.inputNorm);
         auto heads = [&](const torch::Tensor& weight, const torch::Tensor& bias, int64_t n) {
             return torch::linear(h, weight, bias)
@@ -103,9 +103,9 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         if (trace) {
             auto& t = trace->layers[size_t(l)];
             const auto& o = trace->options;
-            if (o.headOutputs) t.headOutputs = headOut;
+            if (o.headOutputs) trace->keep(l, &LayerTrace::headOutputs, headOut);
             if (o.queriesKeys) {
-                t.q = q;
+                trace->keep(l, &LayerTrace::q, q);
                 t.k = k;
             }
             if (o.values) {
@@ -113,9 +113,9 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
                 t.v = v;
             }
             if (o.ffn) {
-                t.ffnInput = f;
-                t.slotActivations = slots;
-                t.ffnOutput = ffnOut;
+                trace->keep(l, &LayerTrace::ffnInput, f);
+                trace->keep(l, &LayerTrace::slotActivations, slots);
+                trace->keep(l, &LayerTrace::ffnOutput, ffnOut);
             }
         }
     }

@@ -145,7 +145,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
     auto x = start > 0 ? trace->startResidual : torch::embedding(embedding_, ids);  // (B, L, d)
     for (int64_t l = start; l < c.nLayers; ++l) {
         const Layer& w = layers_[size_t(l)];
-        if (trace && trace->options.residual) trace->layers[size_t(l)].residual = x;
+        if (trace && trace->options.residual) trace->keep(l, &LayerTrace::residual, x);
         auto h = torch::layer_norm(x, {c.dModel}, w.ln1Weight, w.ln1Bias, c.normEps);
         auto heads = [&](const torch::Tensor& weight) {  // (B, L, d) -> (B, H, L, dh)
             return torch::linear(h, weight).view({B, L, H, dh}).transpose(1, 2);
@@ -164,9 +164,9 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         if (trace) {
             auto& t = trace->layers[size_t(l)];
             const auto& o = trace->options;
-            if (o.headOutputs) t.headOutputs = headOut;
+            if (o.headOutputs) trace->keep(l, &LayerTrace::headOutputs, headOut);
             if (o.queriesKeys) {
-                t.q = q;
+                trace->keep(l, &LayerTrace::q, q);
                 t.k = k;
             }
             if (o.values) {
@@ -174,9 +174,9 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
                 t.v = v;
             }
             if (o.ffn) {
-                t.ffnInput = f;
-                t.slotActivations = slots;
-                t.ffnOutput = ffnOut;
+                trace->keep(l, &LayerTrace::ffnInput, f);
+                trace->keep(l, &LayerTrace::slotActivations, slots);
+                trace->keep(l, &LayerTrace::ffnOutput, ffnOut);
             }
         }
     }
