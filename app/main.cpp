@@ -12,6 +12,7 @@
 #endif
 #include "core/about.h"
 #include "core/device.h"
+#include "core/large_tensors.h"
 #include "core/tokenizer.h"
 
 namespace {
@@ -136,6 +137,8 @@ int main(int argc, char** argv) {
     // at no measurable cost in time: the engine's allocations are few and large.
     mallopt(M_ARENA_MAX, 1);
 #endif
+    // Large tensors apart from the heap, in huge pages: what the window holds is what it uses.
+    relulens::core::mapLargeTensorsApart();
     std::vector<std::string> args(argv + 1, argv + argc);
 #ifdef RELULENS_WITH_GUI
     relulens::app::installMessageFilter();
