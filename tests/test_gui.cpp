@@ -185,6 +185,28 @@ private Q_SLOTS:
         QVERIFY(torch::equal(state_->result()->maps->weights(0, 0), oldWeights));
     }
 
+    // A result the window has let go (a new text, the recent results forgotten) is freed: the
+    // views keep none alive for their caches (the attention map's recent tiles named theirs,
+    // so at 8,192 tokens up to four old results of ~150 MB each stayed resident).
+    void viewsKeepNoResultTheWindowLetGo() {
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);
+        std::weak_ptr<const relulens::core::CaptureResult> old = state_->result(),
+                                                           oldComparison = state_->comparison();
+        QVERIFY(!old.expired() && !oldComparison.expired());
+        QTRY_VERIFY_WITH_TIMEOUT(MapJobs::instance().pending() == 0, 20000);  // its tiles drawn
+        inference_->forgetRecent();
+        state_->setText(kText + QString(" And then the river rose."));
+        QVERIFY(waitForResult());
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(MapJobs::instance().pending() == 0, 20000);
+        QApplication::processEvents();
+        QVERIFY2(old.expired(), "the result before the new text is still alive");
+        QVERIFY2(oldComparison.expired(), "its comparison is still alive");
+        state_->setText(kText);
+        QVERIFY(waitForResult());
+        QTRY_VERIFY_WITH_TIMEOUT(!inference_->busy(), 20000);
+    }
+
     // A right-click menu sets one head's or one layer's activation, or switches a head off; the
     // overrides show beside the selectors and clear with one click.
     void overridesFromTheMenuRecomputeAndClear() {

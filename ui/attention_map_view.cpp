@@ -251,10 +251,12 @@ void AttentionMapView::refreshTile() {
     }
     // Drawn moments ago (toggling back to a variant seen before): no map work at all.
     for (const auto& recent : recentTiles_) {
-        if (recent.result == tile.result && recent.key == tile.key) {
+        if (recent.matches(tile)) {
             requested_.clear();
             channel_.supersede();
-            applyTile(recent);
+            Tile again = recent.tile;
+            again.result = tile.result;
+            applyTile(std::move(again));
             return;
         }
     }
@@ -280,10 +282,12 @@ void AttentionMapView::ensureCurrentTile() {
 void AttentionMapView::applyTile(Tile tile) {
     if (!tile.values.defined() || tile.result != state_->result()) return;
     shown_ = std::move(tile);
-    auto same = [this](const Tile& t) { return t.result == shown_.result && t.key == shown_.key; };
+    auto same = [this](const RecentTile& t) { return t.matches(shown_); };
     recentTiles_.erase(std::remove_if(recentTiles_.begin(), recentTiles_.end(), same),
                        recentTiles_.end());
-    recentTiles_.push_back(shown_);
+    RecentTile recent{shown_.result, shown_};
+    recent.tile.result.reset();
+    recentTiles_.push_back(std::move(recent));
     if (recentTiles_.size() > kRecentTiles) recentTiles_.erase(recentTiles_.begin());
     const auto& t = shown_;
     const auto& result = t.result;

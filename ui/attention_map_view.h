@@ -91,9 +91,18 @@ private:
     QSize block_{1, 1};
     int64_t rowBegin_ = 0, rowEnd_ = 0, keyBegin_ = 0, keyEnd_ = 0;  // the shown region
     Tile shown_;                                                     // the tile drawn
+    // The last tiles drawn, newest last, each without its result: a tile must not keep a result
+    // alive that the window has let go (at 8,192 tokens one holds ~150 MB).
+    struct RecentTile {
+        std::weak_ptr<const core::CaptureResult> result;
+        Tile tile;  // its result left empty
+        bool matches(const Tile& wanted) const {
+            return !result.expired() && result.lock() == wanted.result && tile.key == wanted.key;
+        }
+    };
     static constexpr size_t kRecentTiles = 4;
-    std::vector<Tile> recentTiles_;  // the last tiles drawn, newest last
-    QString requested_;              // the tile asked of the map thread, until it arrives
+    std::vector<RecentTile> recentTiles_;
+    QString requested_;  // the tile asked of the map thread, until it arrives
     MapChannel channel_;
 };
 
