@@ -165,6 +165,17 @@ void runOnTwoCores(const std::function<void()>& first, const std::function<void(
     if (mine) std::rethrow_exception(mine);
 }
 
+void inRowHalves(int64_t rows, const std::function<void(int64_t, int64_t)>& f) {
+    // Below this many rows per half the hand-over costs more than the second core gains.
+    constexpr int64_t kMinRowsPerHalf = 32;
+    if (rows < 2 * kMinRowsPerHalf || !secondCoreAvailable()) {
+        f(0, rows);
+        return;
+    }
+    const int64_t half = rows / 2;
+    runOnTwoCores([&] { f(0, half); }, [&] { f(half, rows - half); });
+}
+
 void lowerThreadPriority() {
     constexpr int kBackground = 10;
     if (threadNice() < kBackground) setThreadNice(kBackground);

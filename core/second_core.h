@@ -6,6 +6,7 @@
 // pay more in hand-over than they gain), and OpenBLAS spends the second core on the matrix
 // products only, so the softmax, masks and diagnostics ran on one core.
 
+#include <cstdint>
 #include <functional>
 
 namespace relulens::core {
@@ -18,6 +19,11 @@ bool secondCoreAvailable();
 // work, or there is no second core, both run here, first then second. An exception from
 // either is rethrown here (the first one's when both throw), after both have finished.
 void runOnTwoCores(const std::function<void()>& first, const std::function<void()>& second);
+
+// Calls f(first row, row count) for the two halves of `rows` rows, one half on each core by
+// runOnTwoCores; f(0, rows) alone where there is no second core or too few rows to pay for
+// the hand-over. f must write only its own rows.
+void inRowHalves(int64_t rows, const std::function<void(int64_t, int64_t)>& f);
 
 // Lowers the calling thread's scheduling priority (nice 10), so that a thread that paints gets
 // a core first when both are busy with a long pass. The helper thread of runOnTwoCores takes the

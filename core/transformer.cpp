@@ -2,8 +2,11 @@
 
 #include <cmath>
 
+#include <c10/core/GradMode.h>
+
 #include "core/attention.h"
 #include "core/diagnostics.h"
+#include "core/second_core.h"
 
 namespace relulens::core {
 
@@ -133,8 +136,54 @@ FfnDiagnostics Transformer::ffnDiagnostics(int64_t layer, const torch::Tensor& i
                                 output);
 }
 
+torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const RunSpec& run) const {
+    const auto& c = config_;
+    const int64_t B = ids.size(0), L = ids.size(1), H = c.nHeads, dh = c.headDim(), d = c.dModel;
+    const double scale = 1.0 / std::sqrt(double(dh));
+    // Each half multiplies on its own core: OpenBLAS's threads would only contend with them
+    // (and spin between calls).
+    SingleThreadedBlas oneBlasThread;
+    auto x = torch::embedding(embedding_, ids);  // (B, L, d), a fresh tensor: updated in place
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const Layer& w = layers_[size_t(l)];
+        auto q = torch::empty({B, H, L, dh}, x.options());
+        auto k = torch::empty_like(q), v = torch::empty_like(q);
+        inRowHalves(L, [&](int64_t r0, int64_t n) {
+            const auto h =
+                torch::layer_norm(x.narrow(1, r0, n), {d}, w.ln1Weight, w.ln1Bias, c.normEps);
+            auto heads = [&](const torch::Tensor& weight) {  // (B, n, d) -> (B, H, n, dh)
+                return torch::linear(h, weight).view({B, n, H, dh}).transpose(1, 2);
+            };
+            q.narrow(2, r0, n).copy_(applyRotary(heads(w.wq), r0, frequencies_));
+            k.narrow(2, r0, n).copy_(applyRotary(heads(w.wk), r0, frequencies_));
+            v.narrow(2, r0, n).copy_(heads(w.wv));
+        });
+        const auto headOut = blockedAttention(q, k, v, run, w.gamma, scale, 0, l, nullptr);
+        inRowHalves(L, [&](int64_t r0, int64_t n) {
+            auto xs = x.narrow(1, r0, n);
+            xs.add_(
+                torch::linear(headOut.narrow(2, r0, n).transpose(1, 2).reshape({B, n, d}), w.wo));
+            const auto f = torch::layer_norm(xs, {d}, w.ln2Weight, w.ln2Bias, c.normEps);
+            xs.add_(ffnOutput(ffnSlotActivations(f, w.ffn, run.ffn), w.ffn, run.ffn));
+        });
+    }
+    if (B != 1) return logitsFromResidual(x);
+    auto logits = torch::empty({1, L, c.vocabSize}, x.options());
+    inRowHalves(L, [&](int64_t r0, int64_t n) {
+        const auto xs =
+            torch::layer_norm(x[0].narrow(0, r0, n), {d}, lnFWeight_, lnFBias_, c.normEps);
+        auto out = logits[0].narrow(0, r0, n);
+        at::mm_out(out, xs, embedding_.t());  // tied output embedding
+    });
+    return logits;
+}
+
 torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
                                    ForwardTrace* trace) const {
+    if (!trace && ids.is_cpu() && embedding_.is_cpu() && !c10::GradMode::is_enabled() &&
+        secondCoreAvailable()) {
+        return forwardOnTwoCores(ids, run);
+    }
     const auto& c = config_;
     const int64_t B = ids.size(0), L = ids.size(1), H = c.nHeads, dh = c.headDim();
     const double scale = 1.0 / std::sqrt(double(dh));

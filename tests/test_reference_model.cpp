@@ -1,5 +1,6 @@
 // The checked-in tiny model against an independent NumPy forward pass
 // (tests/reference/reference_forward.py wrote tiny_reference.json) for every variant.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -106,6 +107,30 @@ TEST_CASE("everyVariantMatchesTheReference") {
         const auto slotValues = trace.layers[size_t(slotLayer)].slotActivations[0][slotToken];
         REQUIRE_MESSAGE(maxDifference(slotValues, run["slots"]) < 1e-5,
                         (label + " slot activations"));
+    }
+}
+
+// The plain forward pass (no trace) splits each layer's rows in two halves on two cores; the
+// traced pass, checked against the NumPy reference above, runs them whole. On 150 tokens (the
+// halves start at row 75, where the rotary positions must go on from) every variant's logits
+// agree.
+TEST_CASE("theForwardPassInRowHalvesMatchesTheTracedOne") {
+    json reference_ = fixture().reference;
+    auto loaded = loadModelFolder(relulens::test::dataPath("tiny"));
+    REQUIRE(loaded.ok());
+    const int64_t L = 150, vocab = loaded->model->info().vocabSize;
+    const auto ids = (torch::arange(L, torch::kLong) * 37 + 11).remainder(vocab).view({1, L});
+    torch::NoGradGuard noGrad;
+    for (const auto& run : reference_["runs"]) {
+        const RunSpec spec = specFromJson(run["spec"]);
+        ForwardTrace trace;
+        const auto traced = loaded->model->forward(ids, spec, &trace);
+        const auto plain = loaded->model->forward(ids, spec);
+        REQUIRE(plain.sizes() == traced.sizes());
+        const double error = (plain - traced).abs().max().item<double>();
+        const double size = traced.abs().max().item<double>();  // float rounding scales with it
+        REQUIRE_MESSAGE(error < 1e-5 * std::max(1.0, size),
+                        (describe(spec) + ": logits differ by " + numberText(error)));
     }
 }
 
