@@ -451,9 +451,18 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         };
         std::vector<GrowingRows> rows;  // in kKeptRows' order
         for (const auto& k : kKeptRows) rows.push_back(layerRows(k));
-        const auto q = rows[0].tensor(), headOutputs = rows[1].tensor(),
-                   ffnInput = rows[2].tensor(), slots = rows[3].tensor(),
-                   ffnOutput = rows[4].tensor(), residual = rows[5].tensor();
+        auto rowsOf = [&](std::vector<GrowingRows> CaptureMemory::*kept) {
+            for (size_t i = 0; i < rows.size(); ++i) {
+                if (kKeptRows[i].kept == kept) return rows[i].tensor();
+            }
+            return torch::Tensor();
+        };
+        const auto q = rowsOf(&CaptureMemory::queries),
+                   headOutputs = rowsOf(&CaptureMemory::headOutputs),
+                   ffnInput = rowsOf(&CaptureMemory::ffnInput),
+                   slots = rowsOf(&CaptureMemory::slotActivations),
+                   ffnOutput = rowsOf(&CaptureMemory::ffnOutput),
+                   residual = rowsOf(&CaptureMemory::residual);
         // (1, H_kv, L, dh), written in storage with room by the pass when the memory keeps them
         const auto keyRows = l < K      ? below->keys[size_t(l)]
                              : keepRows ? grownKeys[size_t(l)]
