@@ -167,6 +167,28 @@ void ForwardTrace::keep(int64_t layer, torch::Tensor LayerTrace::*rows,
     layers[size_t(layer)].*rows = keepRows ? keepRows(layer, rows, fresh) : fresh;
 }
 
+void keepLayer(ForwardTrace& trace, int64_t layer, const torch::Tensor& q, const torch::Tensor& k,
+               const torch::Tensor& v, const torch::Tensor& headOutputs,
+               const torch::Tensor& ffnInput, const torch::Tensor& slots,
+               const torch::Tensor& ffnOutput) {
+    auto& t = trace.layers[size_t(layer)];
+    const auto& o = trace.options;
+    if (o.headOutputs) trace.keep(layer, &LayerTrace::headOutputs, headOutputs);
+    if (o.queriesKeys) {
+        trace.keep(layer, &LayerTrace::q, q);
+        t.k = k;
+    }
+    if (o.values) {
+        t.k = k;
+        t.v = v;
+    }
+    if (o.ffn) {
+        trace.keep(layer, &LayerTrace::ffnInput, ffnInput);
+        trace.keep(layer, &LayerTrace::slotActivations, slots);
+        trace.keep(layer, &LayerTrace::ffnOutput, ffnOutput);
+    }
+}
+
 std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int64_t layer,
                                                  const torch::Tensor& k, const torch::Tensor& v) {
     if (!trace) return {k, v};

@@ -143,6 +143,13 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& k,
 // ones when it has them.
 std::pair<torch::Tensor, torch::Tensor> withPast(const ForwardTrace* trace, int64_t layer,
                                                  const torch::Tensor& k, const torch::Tensor& v);
+// Puts what a layer's pass made into the trace, as far as its options ask: the head outputs,
+// queries, keys and values (k and v with the past, as withPast returned them), and the FFN's
+// input, slot activations and output.
+void keepLayer(ForwardTrace& trace, int64_t layer, const torch::Tensor& q, const torch::Tensor& k,
+               const torch::Tensor& v, const torch::Tensor& headOutputs,
+               const torch::Tensor& ffnInput, const torch::Tensor& slots,
+               const torch::Tensor& ffnOutput);
 
 // Rotary position embedding in rotate-half order on (..., L, d_head), positions
 // offset..offset+L-1, from per-pair inverse frequencies (d_head / 2).

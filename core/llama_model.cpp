@@ -100,24 +100,7 @@ torch::Tensor LlamaModel::forward(const torch::Tensor& ids, const RunSpec& run,
         const auto ffnOut = gatedFfnOutput(slots, w.ffn);            // (B, L, d)
         x = x + ffnOut;
 
-        if (trace) {
-            auto& t = trace->layers[size_t(l)];
-            const auto& o = trace->options;
-            if (o.headOutputs) trace->keep(l, &LayerTrace::headOutputs, headOut);
-            if (o.queriesKeys) {
-                trace->keep(l, &LayerTrace::q, q);
-                t.k = k;
-            }
-            if (o.values) {
-                t.k = k;
-                t.v = v;
-            }
-            if (o.ffn) {
-                trace->keep(l, &LayerTrace::ffnInput, f);
-                trace->keep(l, &LayerTrace::slotActivations, slots);
-                trace->keep(l, &LayerTrace::ffnOutput, ffnOut);
-            }
-        }
+        if (trace) keepLayer(*trace, l, q, k, v, headOut, f, slots, ffnOut);
     }
     if (trace && trace->options.residual) trace->finalResidual = x;
     if (trace && trace->stopBeforeLogits) return x;

@@ -167,7 +167,7 @@ void runOnTwoCores(const std::function<void()>& first, const std::function<void(
 
 void inRowHalves(int64_t rows, const std::function<void(int64_t, int64_t)>& f) {
     // Below this many rows per half the hand-over costs more than the second core gains.
-    constexpr int64_t kMinRowsPerHalf = 32;
+    constexpr int64_t kMinRowsPerHalf = 16;
     if (rows < 2 * kMinRowsPerHalf || !secondCoreAvailable()) {
         f(0, rows);
         return;

@@ -136,37 +136,64 @@ FfnDiagnostics Transformer::ffnDiagnostics(int64_t layer, const torch::Tensor& i
                                 output);
 }
 
-torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const RunSpec& run) const {
+torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const RunSpec& run,
+                                             ForwardTrace* trace) const {
     const auto& c = config_;
     const int64_t B = ids.size(0), L = ids.size(1), H = c.nHeads, dh = c.headDim(), d = c.dModel;
     const double scale = 1.0 / std::sqrt(double(dh));
+    const int64_t past = trace ? trace->pastLength() : 0;  // positions of ids start here
+    if (trace) trace->layers.assign(size_t(c.nLayers), LayerTrace{});
+    const bool keepFfn = trace && trace->options.ffn;
     // Each half multiplies on its own core: OpenBLAS's threads would only contend with them
     // (and spin between calls).
     SingleThreadedBlas oneBlasThread;
-    auto x = torch::embedding(embedding_, ids);  // (B, L, d), a fresh tensor: updated in place
-    for (int64_t l = 0; l < c.nLayers; ++l) {
+    const int64_t start = trace && trace->startResidual.defined() ? trace->startLayer : 0;
+    auto x = start > 0 ? trace->startResidual : torch::embedding(embedding_, ids);  // (B, L, d)
+    for (int64_t l = start; l < c.nLayers; ++l) {
         const Layer& w = layers_[size_t(l)];
+        if (trace && trace->options.residual) trace->keep(l, &LayerTrace::residual, x);
         auto q = torch::empty({B, H, L, dh}, x.options());
-        auto k = torch::empty_like(q), v = torch::empty_like(q);
+        auto newKeys = torch::empty_like(q), newValues = torch::empty_like(q);
         inRowHalves(L, [&](int64_t r0, int64_t n) {
             const auto h =
                 torch::layer_norm(x.narrow(1, r0, n), {d}, w.ln1Weight, w.ln1Bias, c.normEps);
             auto heads = [&](const torch::Tensor& weight) {  // (B, n, d) -> (B, H, n, dh)
                 return torch::linear(h, weight).view({B, n, H, dh}).transpose(1, 2);
             };
-            q.narrow(2, r0, n).copy_(applyRotary(heads(w.wq), r0, frequencies_));
-            k.narrow(2, r0, n).copy_(applyRotary(heads(w.wk), r0, frequencies_));
-            v.narrow(2, r0, n).copy_(heads(w.wv));
+            q.narrow(2, r0, n).copy_(applyRotary(heads(w.wq), past + r0, frequencies_));
+            newKeys.narrow(2, r0, n).copy_(applyRotary(heads(w.wk), past + r0, frequencies_));
+            newValues.narrow(2, r0, n).copy_(heads(w.wv));
         });
-        const auto headOut = blockedAttention(q, k, v, run, w.gamma, scale, 0, l, nullptr);
+        const auto [k, v] = withPast(trace, l, newKeys, newValues);
+        const auto headOut = blockedAttention(q, k, v, run, w.gamma, scale, 0, l, trace);
+        if (!headOut.defined()) return {};
+        // The stream after the layer, in a tensor of its own: the one before may be kept.
+        auto next = torch::empty_like(x);
+        torch::Tensor f, slots, ffnOut;  // whole, when the trace keeps them
+        if (keepFfn) {
+            f = torch::empty_like(x);
+            slots = torch::empty({B, L, c.dFf}, x.options());
+            ffnOut = torch::empty_like(x);
+        }
         inRowHalves(L, [&](int64_t r0, int64_t n) {
-            auto xs = x.narrow(1, r0, n);
-            xs.add_(
-                torch::linear(headOut.narrow(2, r0, n).transpose(1, 2).reshape({B, n, d}), w.wo));
-            const auto f = torch::layer_norm(xs, {d}, w.ln2Weight, w.ln2Bias, c.normEps);
-            xs.add_(ffnOutput(ffnSlotActivations(f, w.ffn, run.ffn), w.ffn, run.ffn));
+            auto mid =
+                x.narrow(1, r0, n) +
+                torch::linear(headOut.narrow(2, r0, n).transpose(1, 2).reshape({B, n, d}), w.wo);
+            const auto fs = torch::layer_norm(mid, {d}, w.ln2Weight, w.ln2Bias, c.normEps);
+            const auto slotRows = ffnSlotActivations(fs, w.ffn, run.ffn);
+            const auto out = ffnOutput(slotRows, w.ffn, run.ffn);
+            next.narrow(1, r0, n).copy_(mid.add_(out));
+            if (keepFfn) {
+                f.narrow(1, r0, n).copy_(fs);
+                slots.narrow(1, r0, n).copy_(slotRows);
+                ffnOut.narrow(1, r0, n).copy_(out);
+            }
         });
+        x = next;
+        if (trace) keepLayer(*trace, l, q, k, v, headOut, f, slots, ffnOut);
     }
+    if (trace && trace->options.residual) trace->finalResidual = x;
+    if (trace && trace->stopBeforeLogits) return x;
     if (B != 1) return logitsFromResidual(x);
     auto logits = torch::empty({1, L, c.vocabSize}, x.options());
     inRowHalves(L, [&](int64_t r0, int64_t n) {
@@ -180,9 +207,9 @@ torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const Run
 
 torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
                                    ForwardTrace* trace) const {
-    if (!trace && ids.is_cpu() && embedding_.is_cpu() && !c10::GradMode::is_enabled() &&
+    if (ids.is_cpu() && embedding_.is_cpu() && !c10::GradMode::is_enabled() &&
         secondCoreAvailable()) {
-        return forwardOnTwoCores(ids, run);
+        return forwardOnTwoCores(ids, run, trace);
     }
     const auto& c = config_;
     const int64_t B = ids.size(0), L = ids.size(1), H = c.nHeads, dh = c.headDim();
@@ -210,24 +237,7 @@ torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
         const auto ffnOut = ffnOutput(slots, w.ffn, run.ffn);
         x = x + ffnOut;
 
-        if (trace) {
-            auto& t = trace->layers[size_t(l)];
-            const auto& o = trace->options;
-            if (o.headOutputs) trace->keep(l, &LayerTrace::headOutputs, headOut);
-            if (o.queriesKeys) {
-                trace->keep(l, &LayerTrace::q, q);
-                t.k = k;
-            }
-            if (o.values) {
-                t.k = k;
-                t.v = v;
-            }
-            if (o.ffn) {
-                trace->keep(l, &LayerTrace::ffnInput, f);
-                trace->keep(l, &LayerTrace::slotActivations, slots);
-                trace->keep(l, &LayerTrace::ffnOutput, ffnOut);
-            }
-        }
+        if (trace) keepLayer(*trace, l, q, k, v, headOut, f, slots, ffnOut);
     }
     if (trace && trace->options.residual) trace->finalResidual = x;
     if (trace && trace->stopBeforeLogits) return x;

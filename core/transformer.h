@@ -53,10 +53,11 @@ public:
 
 private:
     void resolve();  // fills layers_ and the embedding from tensors_
-    // forward without a trace, on a CPU without autograd: each layer's row-wise work (norms,
-    // projections, rotary, FFN, residual) and the logits in two halves of the rows on two
-    // cores, the attention between them in two halves of the heads.
-    torch::Tensor forwardOnTwoCores(const torch::Tensor& ids, const RunSpec& run) const;
+    // forward on a CPU without autograd: each layer's row-wise work (norms, projections,
+    // rotary, FFN, residual) and the logits in two halves of the rows on two cores, the
+    // attention between them in two halves of the heads (blockedAttention).
+    torch::Tensor forwardOnTwoCores(const torch::Tensor& ids, const RunSpec& run,
+                                    ForwardTrace* trace) const;
 
     ModelConfig config_;
     ModelInfo info_;

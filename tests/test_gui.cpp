@@ -229,7 +229,10 @@ private Q_SLOTS:
         const auto L = int64_t(result->tokens.size());
         const auto visible = torch::tril(torch::ones({L, L})).to(torch::kBool);
         QVERIFY((result->maps->weights(1, 0) == 0).logical_and(visible).any().item<bool>());
-        QVERIFY(torch::equal(result->maps->weights(1, 1), softmaxHead));
+        // Equal up to float rounding: the softmax result reused rows of the longer text's
+        // capture before it, split between the two cores at another row (a matrix product's
+        // last bits depend on where a row falls in it); ReLU ÷ n changes weights by far more.
+        QVERIFY(torch::allclose(result->maps->weights(1, 1), softmaxHead, 0, 1e-6));
         QVERIFY(result->effect);  // the loss with and without, in the status bar
         auto* label = window_->controls()->findChild<QLabel*>("overridesLabel");
         QVERIFY(label && label->isVisible());
