@@ -144,6 +144,11 @@ bool secondCoreAvailable() {
     return available;
 }
 
+bool twoCoresExactly() {
+    static const bool two = std::thread::hardware_concurrency() == 2;
+    return two;
+}
+
 void runOnTwoCores(const std::function<void()>& first, const std::function<void()>& second) {
     std::unique_lock<std::mutex> claimed;
     if (secondCoreAvailable())

@@ -13,6 +13,8 @@ namespace relulens::core {
 
 // Whether a second core is there to take half the work (at least two hardware threads).
 bool secondCoreAvailable();
+// Whether the machine has exactly two hardware threads.
+bool twoCoresExactly();
 
 // Runs `first` on the helper thread and `second` here, returning when both are done; the
 // helper runs with the caller's autograd mode. When the helper is busy with another caller's

@@ -207,8 +207,10 @@ torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const Run
 
 torch::Tensor Transformer::forward(const torch::Tensor& ids, const RunSpec& run,
                                    ForwardTrace* trace) const {
-    if (ids.is_cpu() && embedding_.is_cpu() && !c10::GradMode::is_enabled() &&
-        secondCoreAvailable()) {
+    // One text on a two-core CPU, without autograd: the row halves (measured there; with more
+    // cores OpenBLAS's own threads have more to give, and a batch of texts keeps them too).
+    if (ids.size(0) == 1 && ids.is_cpu() && embedding_.is_cpu() && !c10::GradMode::is_enabled() &&
+        twoCoresExactly()) {
         return forwardOnTwoCores(ids, run, trace);
     }
     const auto& c = config_;
