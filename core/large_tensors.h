@@ -13,11 +13,16 @@ namespace relulens::core {
 
 // Tensors of at least this many bytes get a mapping of their own.
 constexpr size_t kLargeTensorBytes = size_t(2) << 20;
+// Free memory at the top of a C heap kept for the next pass rather than given back (smaller
+// tensors come from the C heap).
+constexpr size_t kKeptHeapTopBytes = size_t(64) << 20;
 
 // Makes LibTorch's CPU tensors of kLargeTensorBytes or more come from their own mappings
-// (smaller ones from the allocator LibTorch had). Call once, before tensors are made on other
-// threads. Returns false, and changes nothing, where the system has no transparent huge pages
-// (there a mapping per tensor would cost a fault per 4 KB page every time).
+// (smaller ones from the allocator LibTorch had, with the C heap set to keep their memory:
+// blocks below kLargeTensorBytes from the heap, kKeptHeapTopBytes of free top kept). Call once,
+// before tensors are made on other threads. Returns false, and changes nothing, where the system
+// has no transparent huge pages (there a mapping per tensor would cost a fault per 4 KB page every
+// time).
 bool mapLargeTensorsApart();
 
 }  // namespace relulens::core
