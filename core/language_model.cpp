@@ -1,5 +1,6 @@
 #include "core/language_model.h"
 
+#include <atomic>
 #include <cmath>
 #include <optional>
 
@@ -129,22 +130,40 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
     };
     std::optional<SingleThreadedBlas> oneBlasThread;
     if (twoParts) oneBlasThread.emplace();
-    const int64_t splitAt = trace && trace->splitRow > past ? trace->splitRow - past : -1;
-    for (int64_t r0 = 0; r0 < Q;) {
-        if (trace && trace->cancelled && trace->cancelled()) return {};
-        if (r0 == splitAt && trace->onSplitRow) trace->onSplitRow(layer);
-        int64_t R = std::min(rows, Q - r0);
-        if (splitAt > r0 && splitAt < r0 + R) R = splitAt - r0;
-        const int64_t K =
-            fullMaps ? L : past + r0 + R;  // keys past the block's last row are masked
-        if (parts.size() == 2) {
-            runOnTwoCores([&] { runPart(parts[0], r0, R, K); },
-                          [&] { runPart(parts[1], r0, R, K); });
-        } else {
-            runPart(parts[0], r0, R, K);
+    // Each part goes through its blocks of rows on its own core, without waiting for the other
+    // part between blocks (a hand-over costs ~26 µs here); both meet only at the split row.
+    std::atomic<bool> stopped{false};
+    auto runBlocks = [&](Part& p, int64_t from, int64_t to) {
+        for (int64_t r0 = from; r0 < to;) {
+            if (trace && trace->cancelled && trace->cancelled()) {
+                stopped = true;
+                return;
+            }
+            const int64_t R = std::min(rows, to - r0);
+            const int64_t K =
+                fullMaps ? L : past + r0 + R;  // keys past the block's last row are masked
+            runPart(p, r0, R, K);
+            r0 += R;
         }
-        r0 += R;
+    };
+    auto runRows = [&](int64_t from, int64_t to) {
+        if (parts.size() == 2) {
+            runOnTwoCores([&] { runBlocks(parts[0], from, to); },
+                          [&] { runBlocks(parts[1], from, to); });
+        } else {
+            runBlocks(parts[0], from, to);
+        }
+    };
+    const int64_t splitAt = trace && trace->splitRow > past ? trace->splitRow - past : -1;
+    if (splitAt > 0 && splitAt < Q) {
+        runRows(0, splitAt);
+        if (stopped) return {};
+        if (trace->onSplitRow) trace->onSplitRow(layer);
+        runRows(splitAt, Q);
+    } else {
+        runRows(0, Q);
     }
+    if (stopped) return {};
     auto joined = [&](std::vector<torch::Tensor>(Part::*member), int64_t dim) {
         std::vector<torch::Tensor> all;
         for (auto& p : parts) {

@@ -47,9 +47,10 @@ struct ForwardTrace {
     // Attention runs over blocks of query rows, each against only the keys it can see, so no
     // (L, L) map exists unless scores or weights are traced. When set, every block of weights
     // (B, H', R, K) of heads headBegin..headBegin+H'-1, rows rowOffset..rowOffset+R-1 and keys
-    // 0..K-1 is handed here. On a CPU with two cores the heads of a block come in two parts, one
-    // of them from a helper thread, both at once; blocks of rows come one after the other. A
-    // block is valid only during the call (the next block may be written in its place).
+    // 0..K-1 is handed here. On a CPU with two cores the heads come in two parts, one of them
+    // from a helper thread, at once: each part's blocks of rows come one after the other, but
+    // the two parts may be at different blocks. A block is valid only during the call (the
+    // next block may be written in its place).
     std::function<void(int64_t layer, int64_t rowOffset, int64_t headBegin,
                        const torch::Tensor& weights)>
         onAttentionBlock;

@@ -311,6 +311,33 @@ TEST_CASE("blockedForwardEqualsOneBlock") {
     }
 }
 
+TEST_CASE("aCancelledPassStopsWithinABlockOfEachPart") {
+    const Fixture& fx = fixture();
+    torch::NoGradGuard noGrad;
+    auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {1, 50}, torch::kLong);
+    ForwardTrace trace;
+    trace.blockRows = 7;  // 8 blocks of rows a layer
+    std::mutex lock;
+    std::map<int64_t, int> blocksOfLayer;  // heads handed, by layer
+    trace.onAttentionBlock = [&](int64_t layer, int64_t, int64_t, const torch::Tensor& w) {
+        std::lock_guard<std::mutex> hold(lock);
+        blocksOfLayer[layer] += int(w.size(1));
+    };
+    // The person cancels once blocks of three heads or more of the first layer are in.
+    trace.cancelled = [&] {
+        std::lock_guard<std::mutex> hold(lock);
+        return blocksOfLayer[0] >= 3;
+    };
+    const auto logits = fx.tiny.model->forward(ids, everyVariant()[0], &trace);
+    REQUIRE_FALSE(logits.defined());
+    const int64_t heads = fx.tiny.model->info().nHeads;
+    // Each part (or the one part) notices at its next block: the first layer stops short of
+    // its 8 blocks, and no later layer starts.
+    REQUIRE(blocksOfLayer[0] >= 3);
+    REQUIRE(blocksOfLayer[0] < 8 * heads);
+    for (const auto& [layer, handed] : blocksOfLayer) REQUIRE_MESSAGE(layer == 0, handed);
+}
+
 TEST_CASE("lazyAndFullCaptureAgreeOnEveryVariant") {
     const Fixture& fx = fixture();
     for (const auto& run : everyVariant()) {
