@@ -194,7 +194,6 @@ torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const Run
     }
     if (trace && trace->options.residual) trace->finalResidual = x;
     if (trace && trace->stopBeforeLogits) return x;
-    if (B != 1) return logitsFromResidual(x);
     auto logits = torch::empty({1, L, c.vocabSize}, x.options());
     inRowHalves(L, [&](int64_t r0, int64_t n) {
         const auto xs =
