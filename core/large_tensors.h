@@ -15,7 +15,7 @@ namespace relulens::core {
 constexpr size_t kLargeTensorBytes = size_t(2) << 20;
 // Free memory at the top of a C heap kept for the next pass rather than given back (smaller
 // tensors come from the C heap).
-constexpr size_t kKeptHeapTopBytes = size_t(64) << 20;
+constexpr size_t kKeptHeapTopBytes = size_t(16) << 20;
 
 // Makes LibTorch's CPU tensors of kLargeTensorBytes or more come from their own mappings
 // (smaller ones from the allocator LibTorch had, with the C heap set to keep their memory:
