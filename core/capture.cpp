@@ -372,7 +372,8 @@ Result<CaptureResult> capture(const LanguageModel& model, const Tokenizer& token
         for (const auto& o : overviews) checkpoint.overviews.push_back(o.copy());
     }
     if (!accumulators.empty() || !overviews.empty()) {
-        // Called for two parts of a block's heads at once (disjoint heads: see ForwardTrace).
+        // Called for two parts of the heads at once, possibly at different blocks of rows
+        // (disjoint heads: see ForwardTrace).
         trace.onAttentionBlock = [&](int64_t layer, int64_t rowOffset, int64_t headBegin,
                                      const torch::Tensor& block) {
             const auto w = block[0];

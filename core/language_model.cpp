@@ -133,8 +133,10 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
     // Each part goes through its blocks of rows on its own core, without waiting for the other
     // part between blocks (a hand-over costs ~26 µs here); both meet only at the split row.
     std::atomic<bool> stopped{false};
+    // A part stops at its next block once the pass is cancelled or the other part has failed.
     auto runBlocks = [&](Part& p, int64_t from, int64_t to) {
         for (int64_t r0 = from; r0 < to;) {
+            if (stopped) return;
             if (trace && trace->cancelled && trace->cancelled()) {
                 stopped = true;
                 return;
@@ -142,7 +144,12 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
             const int64_t R = std::min(rows, to - r0);
             const int64_t K =
                 fullMaps ? L : past + r0 + R;  // keys past the block's last row are masked
-            runPart(p, r0, R, K);
+            try {
+                runPart(p, r0, R, K);
+            } catch (...) {
+                stopped = true;
+                throw;
+            }
             r0 += R;
         }
     };

@@ -59,8 +59,9 @@ struct ForwardTrace {
     // (on the thread that called forward()) when every row before it has been handed over.
     int64_t splitRow = 0;
     std::function<void(int64_t layer)> onSplitRow;
-    // Polled between blocks; when it returns true the pass stops and forward() returns an
-    // undefined tensor.
+    // Polled between blocks, on a CPU with two cores by both parts' threads at once (so it must
+    // be safe to call from two threads); when it returns true the pass stops and forward()
+    // returns an undefined tensor.
     std::function<bool()> cancelled;
     // Keys and values (B, H_kv, P, d_head) per layer of the first P tokens of the input, from an
     // earlier pass. When set, forward() takes only the tokens after them (positions P on) and

@@ -315,27 +315,51 @@ TEST_CASE("aCancelledPassStopsWithinABlockOfEachPart") {
     const Fixture& fx = fixture();
     torch::NoGradGuard noGrad;
     auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {1, 50}, torch::kLong);
-    ForwardTrace trace;
-    trace.blockRows = 7;  // 8 blocks of rows a layer
-    std::mutex lock;
-    std::map<int64_t, int> blocksOfLayer;  // heads handed, by layer
-    trace.onAttentionBlock = [&](int64_t layer, int64_t, int64_t, const torch::Tensor& w) {
-        std::lock_guard<std::mutex> hold(lock);
-        blocksOfLayer[layer] += int(w.size(1));
-    };
-    // The person cancels once blocks of three heads or more of the first layer are in.
-    trace.cancelled = [&] {
-        std::lock_guard<std::mutex> hold(lock);
-        return blocksOfLayer[0] >= 3;
-    };
-    const auto logits = fx.tiny.model->forward(ids, everyVariant()[0], &trace);
-    REQUIRE_FALSE(logits.defined());
     const int64_t heads = fx.tiny.model->info().nHeads;
-    // Each part (or the one part) notices at its next block: the first layer stops short of
-    // its 8 blocks, and no later layer starts.
-    REQUIRE(blocksOfLayer[0] >= 3);
-    REQUIRE(blocksOfLayer[0] < 8 * heads);
-    for (const auto& [layer, handed] : blocksOfLayer) REQUIRE_MESSAGE(layer == 0, handed);
+    for (const bool cancel : {true, false}) {
+        CAPTURE(cancel);
+        ForwardTrace trace;
+        trace.blockRows = 7;  // blocks at rows 0, 7, 14, then 20 (the split), 27, ... 48
+        trace.splitRow = 20;
+        std::mutex lock;
+        std::map<int64_t, int> headsOfLayer;                  // heads handed, by layer
+        std::map<std::pair<int64_t, bool>, int> beforeSplit;  // (layer, row < 20) -> heads
+        trace.onAttentionBlock = [&](int64_t layer, int64_t row, int64_t, const torch::Tensor& w) {
+            std::lock_guard<std::mutex> hold(lock);
+            headsOfLayer[layer] += int(w.size(1));
+            beforeSplit[{layer, row < 20}] += int(w.size(1));
+        };
+        // Called on this thread once every row before the split is in, and none after it.
+        std::vector<int64_t> splitLayers;
+        const auto caller = std::this_thread::get_id();
+        trace.onSplitRow = [&](int64_t layer) {
+            std::lock_guard<std::mutex> hold(lock);
+            REQUIRE(std::this_thread::get_id() == caller);
+            REQUIRE(beforeSplit[{layer, true}] == 3 * heads);
+            REQUIRE(beforeSplit[{layer, false}] == 0);
+            splitLayers.push_back(layer);
+        };
+        // The person cancels once blocks of three heads or more of the first layer are in.
+        trace.cancelled = [&] {
+            std::lock_guard<std::mutex> hold(lock);
+            return cancel && headsOfLayer[0] >= 3;
+        };
+        const auto logits = fx.tiny.model->forward(ids, everyVariant()[0], &trace);
+        if (!cancel) {
+            REQUIRE(logits.defined());
+            REQUIRE(splitLayers.size() == size_t(fx.tiny.model->info().nLayers));
+            continue;
+        }
+        REQUIRE_FALSE(logits.defined());
+        // Each part (or the one part) notices at its next block: from the 2 heads or fewer
+        // handed when the count crossed 3, each of two parts adds at most one block of half the
+        // heads (or the one part one block of all of them). The split row is never reached, and
+        // no later layer starts.
+        REQUIRE(headsOfLayer[0] >= 3);
+        REQUIRE(headsOfLayer[0] <= 2 + heads);
+        REQUIRE(splitLayers.empty());
+        for (const auto& [layer, handed] : headsOfLayer) REQUIRE_MESSAGE(layer == 0, handed);
+    }
 }
 
 TEST_CASE("lazyAndFullCaptureAgreeOnEveryVariant") {

@@ -79,9 +79,18 @@ TEST_CASE("largeTensorsLiveInHugePagesAndGoBackWhenFreed") {
     }
     REQUIRE(mapLargeTensorsApart());  // a second call changes nothing
     // The C heap told to keep what it frees (no blocks of their own below 64 MB, no trimming):
-    // tensors from it would stay resident after they are freed. Set back at the end.
-    mallopt(M_MMAP_THRESHOLD, int(64 * kMb));
-    mallopt(M_TRIM_THRESHOLD, int(1024 * kMb));
+    // tensors from it would stay resident after they are freed. Set back when the case ends,
+    // passed or not.
+    struct HeapSettings {
+        HeapSettings() {
+            mallopt(M_MMAP_THRESHOLD, int(64 * kMb));
+            mallopt(M_TRIM_THRESHOLD, int(1024 * kMb));
+        }
+        ~HeapSettings() {
+            mallopt(M_MMAP_THRESHOLD, int(kLargeTensorBytes));
+            mallopt(M_TRIM_THRESHOLD, int(kKeptHeapTopBytes));
+        }
+    } keepEverything;
 
     // Values survive: Σ 0..n-1 = n(n-1)/2 (n = 4 M floats, 16 MB), each element exact.
     const int64_t n = 4 * kMb;
@@ -120,6 +129,4 @@ TEST_CASE("largeTensorsLiveInHugePagesAndGoBackWhenFreed") {
     const int64_t rss2 = procKb("/proc/self/status", "VmRSS");
     REQUIRE_MESSAGE(rss1 - rss2 >= 200 * 1024,
                     "VmRSS " << rss0 << " -> " << rss1 << " -> " << rss2 << " kB");
-    mallopt(M_MMAP_THRESHOLD, int(kLargeTensorBytes));
-    mallopt(M_TRIM_THRESHOLD, int(kKeptHeapTopBytes));
 }
