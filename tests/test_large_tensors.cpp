@@ -42,15 +42,20 @@ bool hugePagesOffered() {
 
 constexpr int64_t kMb = 1 << 20;
 
+// Installs the allocator; true when it is in place, false (with a message) where the system
+// offers no transparent huge pages and it rightly declined.
+bool installedWhereOffered() {
+    const bool installed = mapLargeTensorsApart();
+    REQUIRE(installed == hugePagesOffered());
+    if (!installed)
+        MESSAGE("no transparent huge pages here: LibTorch's allocator is left as it is");
+    return installed;
+}
+
 }  // namespace
 
 TEST_CASE("smallerTensorsReuseTheHeapFromPassToPass") {
-    const bool installed = mapLargeTensorsApart();
-    REQUIRE(installed == hugePagesOffered());
-    if (!installed) {
-        MESSAGE("no transparent huge pages here: LibTorch's allocator is left as it is");
-        return;
-    }
+    if (!installedWhereOffered()) return;
 #ifdef RELULENS_SANITIZED
     // AddressSanitizer's allocator replaces glibc's (mallopt has no effect on it) and keeps freed
     // blocks in quarantine, so freed memory does not serve the next pass by design.
@@ -77,12 +82,7 @@ TEST_CASE("smallerTensorsReuseTheHeapFromPassToPass") {
 }
 
 TEST_CASE("largeTensorsLiveInHugePagesAndGoBackWhenFreed") {
-    const bool installed = mapLargeTensorsApart();
-    REQUIRE(installed == hugePagesOffered());
-    if (!installed) {
-        MESSAGE("no transparent huge pages here: LibTorch's allocator is left as it is");
-        return;
-    }
+    if (!installedWhereOffered()) return;
     REQUIRE(mapLargeTensorsApart());  // a second call changes nothing
     // The C heap told to keep what it frees (no blocks of their own below 64 MB, no trimming):
     // tensors from it would stay resident after they are freed. Set back when the case ends,
