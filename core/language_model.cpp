@@ -7,6 +7,7 @@
 #include <c10/core/GradMode.h>
 
 #include "core/attention.h"
+#include "core/fused_attention.h"
 #include "core/second_core.h"
 
 namespace relulens::core {
@@ -78,6 +79,15 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
     auto v = group == 1 ? vIn : vIn.repeat_interleave(group, 1);
     const bool fullMaps = trace && (trace->options.scores || trace->options.weights);
     const bool rowMass = trace && trace->options.rowMass;
+    // A pass that keeps nothing of the attention but its output (logits only, or a trace of the
+    // residual stream or the FFN) takes the fused kernel where it applies.
+    const bool keepsAttention =
+        trace && (fullMaps || rowMass || trace->onAttentionBlock ||
+                  (trace->onSplitRow && trace->splitRow > past && trace->splitRow < L));
+    if (!keepsAttention && fusedAttentionApplies(q, run, layer)) {
+        return fusedAttention(q, kIn, vIn, run.attention, gamma, scale, window,
+                              trace ? trace->cancelled : std::function<bool()>{});
+    }
     int64_t rows = Q;
     if (!fullMaps)
         rows = trace && trace->blockRows > 0 ? trace->blockRows : attentionBlockRows(H, L);

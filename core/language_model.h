@@ -135,7 +135,9 @@ int64_t attentionBlockRows(int64_t heads, int64_t tokens);
 // multiple of H_kv); gamma: (H).
 // Each head runs what run.headAttention(layer, head) says.
 // window > 0 limits each row to its last `window` keys. Fills the layer's scores, weights and
-// row mass when the trace asks, and hands each block to trace->onAttentionBlock.
+// row mass when the trace asks, and hands each block to trace->onAttentionBlock. A pass that
+// asks for none of these (no trace, or one that keeps only the residual stream, the FFN or the
+// keys and values) runs fusedAttention (fused_attention.h) where it applies.
 // Returns (B, H, R, dh), or an undefined tensor when the trace's cancel poll says so.
 torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const RunSpec& run,

@@ -10,3 +10,17 @@
         std::string why_;                                                             \
         if (!relulens::test::matches((actual), (expected), (tol), &why_)) FAIL(why_); \
     } while (0)
+
+namespace relulens::test {
+
+// An attention variant with its length exponent a and (for the family) its function h.
+inline core::AttentionSpec spec(core::AttentionKind kind, double a = 1.0,
+                                core::FamilyFunction h = core::FamilyFunction::Relu) {
+    core::AttentionSpec s;
+    s.kind = kind;
+    s.lengthExponent = a;
+    s.familyFunction = h;
+    return s;
+}
+
+}  // namespace relulens::test

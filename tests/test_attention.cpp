@@ -4,6 +4,7 @@
 #include "core_test.h"
 
 using namespace relulens::core;
+using relulens::test::spec;
 
 namespace {
 
@@ -11,14 +12,6 @@ namespace {
 torch::Tensor scores() {
     return torch::tensor({1.0, 9.0, 9.0, 2.0, -1.0, 9.0, 0.5, 3.0, -2.0}, torch::kFloat32)
         .view({1, 3, 3});
-}
-
-AttentionSpec spec(AttentionKind kind, double a = 1.0, FamilyFunction h = FamilyFunction::Relu) {
-    AttentionSpec s;
-    s.kind = kind;
-    s.lengthExponent = a;
-    s.familyFunction = h;
-    return s;
 }
 
 torch::Tensor noGamma() {

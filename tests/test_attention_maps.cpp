@@ -311,6 +311,22 @@ TEST_CASE("blockedForwardEqualsOneBlock") {
     }
 }
 
+TEST_CASE("aForwardWithoutMapsEqualsTheBlockedOneOverManyTiles") {
+    // 700 tokens: a pass that keeps nothing takes the fused kernel where the variant allows
+    // (tiles of 64 rows and 256 keys); one that keeps row mass takes the blocked path.
+    const Fixture& fx = fixture();
+    torch::NoGradGuard noGrad;
+    auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {1, 700}, torch::kLong);
+    for (const auto& run : everyVariant()) {
+        CAPTURE(run.attention.label());
+        const auto fused = fx.tiny.model->forward(ids, run);
+        ForwardTrace blocked;
+        blocked.options.rowMass = true;
+        const auto reference = fx.tiny.model->forward(ids, run, &blocked);
+        REQUIRE(maxDifference(fused, reference) < 1e-5 * reference.abs().max().item<double>());
+    }
+}
+
 TEST_CASE("aCancelledPassStopsWithinABlockOfEachPart") {
     const Fixture& fx = fixture();
     torch::NoGradGuard noGrad;
@@ -591,8 +607,12 @@ TEST_CASE("topPredictionsBlockByBlockEqualThoseOfTheWholeLogits") {
     std::vector<int64_t> ids;
     for (const auto& t : result->tokens) ids.push_back(t.id);
     torch::NoGradGuard noGrad;
+    // The capture's attention path (blocked, as it hands blocks to the diagnostics): a pass that
+    // keeps nothing would take the fused kernel, whose sums round differently (~1e-6 here).
+    ForwardTrace blocked;
+    blocked.options.rowMass = true;
     const auto logits =
-        fx.tiny.model->forward(torch::tensor(ids, torch::kLong).view({1, L}), run, nullptr);
+        fx.tiny.model->forward(torch::tensor(ids, torch::kLong).view({1, L}), run, &blocked);
     const auto expected = topPredictions(logits[0], request.topK, fx.tiny.tokenizer);
     REQUIRE(int64_t(result->predictions.size()) == L);
     for (int64_t i = 0; i < L; ++i) {
