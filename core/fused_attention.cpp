@@ -1,7 +1,5 @@
 #include "core/fused_attention.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -14,7 +12,15 @@
 
 #include "core/second_core.h"
 
+// The kernels are x86-64 AVX2 and FMA code, chosen at run time; elsewhere every layer takes the
+// blocked path.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RELULENS_FUSED_ATTENTION 1
+#include <immintrin.h>
+#endif
+
 namespace relulens::core {
+#if defined(RELULENS_FUSED_ATTENTION)
 namespace {
 
 // Query rows and keys of one tile: its scores (128 KB) stay in the second-level cache from the
@@ -39,7 +45,7 @@ enum class Activation { Softmax, Relu, Relu2 };
 // polynomial (relative error near 1e-7), 2^n put in the exponent bits. Below -87.3 (where e^x
 // leaves the normal floats) it returns e^-87.3 ≈ 1.2e-38: weights that small add nothing.
 RELULENS_AVX2 inline __m256 expNonPositive(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+    x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);  // a NaN stays one (max takes the second)
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -108,12 +114,12 @@ RELULENS_AVX2 void rectify(float* s, int64_t n, float factor, bool squared) {
     const __m256 f = _mm256_set1_ps(factor), zero = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 x = _mm256_max_ps(_mm256_loadu_ps(s + j), zero);
+        __m256 x = _mm256_max_ps(zero, _mm256_loadu_ps(s + j));  // NaN stays, as in torch::relu
         if (squared) x = _mm256_mul_ps(x, x);
         _mm256_storeu_ps(s + j, _mm256_mul_ps(x, f));
     }
     for (; j < n; ++j) {
-        float x = std::max(s[j], 0.0f);
+        float x = s[j] < 0 ? 0.0f : s[j];
         if (squared) x *= x;
         s[j] = x * factor;
     }
@@ -455,4 +461,17 @@ torch::Tensor fusedAttention(const torch::Tensor& qIn, const torch::Tensor& kIn,
     return out;
 }
 
+#else
+
+bool fusedAttentionApplies(const torch::Tensor&, const RunSpec&, int64_t) {
+    return false;
+}
+
+torch::Tensor fusedAttention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                             const AttentionSpec&, const torch::Tensor&, double, int64_t,
+                             const std::function<bool()>&) {
+    TORCH_CHECK(false, "the fused attention kernel runs on x86-64 processors only");
+}
+
+#endif
 }  // namespace relulens::core

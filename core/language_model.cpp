@@ -74,9 +74,6 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
     const int64_t B = q.size(0), H = q.size(1), Q = q.size(2), L = kIn.size(2);
     const int64_t past = L - Q;  // rows are positions past..L-1
     const int64_t group = H / kIn.size(1);
-    // Grouped-query attention: query head h reads kv head h / group.
-    auto k = group == 1 ? kIn : kIn.repeat_interleave(group, 1);  // (B, H, L, dh)
-    auto v = group == 1 ? vIn : vIn.repeat_interleave(group, 1);
     const bool fullMaps = trace && (trace->options.scores || trace->options.weights);
     const bool rowMass = trace && trace->options.rowMass;
     // A pass that keeps nothing of the attention but its output (logits only, or a trace of the
@@ -88,6 +85,9 @@ torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
         return fusedAttention(q, kIn, vIn, run.attention, gamma, scale, window,
                               trace ? trace->cancelled : std::function<bool()>{});
     }
+    // Grouped-query attention: query head h reads kv head h / group.
+    auto k = group == 1 ? kIn : kIn.repeat_interleave(group, 1);  // (B, H, L, dh)
+    auto v = group == 1 ? vIn : vIn.repeat_interleave(group, 1);
     int64_t rows = Q;
     if (!fullMaps)
         rows = trace && trace->blockRows > 0 ? trace->blockRows : attentionBlockRows(H, L);

@@ -291,7 +291,9 @@ TEST_CASE("blockedForwardEqualsOneBlock") {
     torch::NoGradGuard noGrad;
     auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {2, 50}, torch::kLong);
     for (const auto& run : everyVariant()) {
-        auto whole = fx.tiny.model->forward(ids, run);
+        ForwardTrace oneBlock;  // row mass: the blocked path, with all 50 rows in one block
+        oneBlock.options.rowMass = true;
+        auto whole = fx.tiny.model->forward(ids, run, &oneBlock);
         ForwardTrace blocked;
         blocked.blockRows = 7;  // 50 rows: 7 blocks of 7 and one of 1
         // Every (layer, block, head) handed over once, whether the heads come in one part or
@@ -313,7 +315,7 @@ TEST_CASE("blockedForwardEqualsOneBlock") {
 
 TEST_CASE("aForwardWithoutMapsEqualsTheBlockedOneOverManyTiles") {
     // 700 tokens: a pass that keeps nothing takes the fused kernel where the variant allows
-    // (tiles of 64 rows and 256 keys); one that keeps row mass takes the blocked path.
+    // (tiles of 64 rows and 512 keys); one that keeps row mass takes the blocked path.
     const Fixture& fx = fixture();
     torch::NoGradGuard noGrad;
     auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {1, 700}, torch::kLong);

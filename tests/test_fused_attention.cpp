@@ -14,7 +14,11 @@ using relulens::test::spec;
 namespace {
 
 bool processorTakesTheKernel() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
 }
 
 // Attention written out whole: q (B, H, Q, dh) at positions L - Q .. L - 1, k and v
@@ -27,18 +31,18 @@ torch::Tensor writtenOut(const torch::Tensor& q, const torch::Tensor& k, const t
     const auto kd = k.to(torch::kFloat64).repeat_interleave(H / k.size(1), 1);
     const auto vd = v.to(torch::kFloat64).repeat_interleave(H / v.size(1), 1);
     const auto scores = torch::matmul(q.to(torch::kFloat64), kd.transpose(-1, -2)) * scale;
-    auto mask = torch::zeros({Q, L}, torch::kBool);
-    auto counts = torch::zeros({Q, 1}, torch::kFloat64);
+    std::vector<uint8_t> seen(static_cast<size_t>(Q * L));
+    std::vector<double> n(static_cast<size_t>(Q));
     for (int64_t i = 0; i < Q; ++i) {
-        int64_t n = 0;
         for (int64_t j = 0; j < L; ++j) {
             const int64_t position = past + i;
-            const bool seen = j <= position && (window == 0 || j > position - window);
-            mask[i][j] = seen;
-            n += seen ? 1 : 0;
+            const bool visible = j <= position && (window == 0 || j > position - window);
+            seen[size_t(i * L + j)] = visible ? 1 : 0;
+            n[size_t(i)] += visible ? 1 : 0;
         }
-        counts[i][0] = double(n);
     }
+    const auto mask = torch::from_blob(seen.data(), {Q, L}, torch::kUInt8).to(torch::kBool);
+    const auto counts = torch::from_blob(n.data(), {Q, 1}, torch::kFloat64).clone();
     const auto zero = torch::zeros({}, torch::kFloat64);
     torch::Tensor w;
     switch (s.kind) {
@@ -88,29 +92,61 @@ TEST_CASE("fusedAttentionEqualsAttentionWrittenOutForEveryVariantItTakes") {
     torch::NoGradGuard noGrad;
     torch::manual_seed(7);
     // Two texts, four query heads over two key heads, a head size that is no multiple of eight,
-    // 333 rows after 290 earlier positions: tiles of rows and keys with ragged ends.
-    const int64_t B = 2, H = 4, Hkv = 2, Q = 333, L = 623, dh = 44;
-    const auto q = torch::randn({B, H, Q, dh}) * 1.5;
-    const auto k = torch::randn({B, Hkv, L, dh});
-    const auto v = torch::randn({B, Hkv, L, dh});
-    const std::vector<double> gamma = {0.5, 1.0, 2.0, 3.0};
-    const auto gammaTensor = torch::tensor(gamma, torch::kFloat32);
-    const double scale = 1.0 / std::sqrt(double(dh));
-    const std::vector<AttentionSpec> specs = {
-        spec(AttentionKind::Softmax),    spec(AttentionKind::Relu),
-        spec(AttentionKind::ReluLen),    spec(AttentionKind::ReluLen, 0.5),
-        spec(AttentionKind::ReluFormer), spec(AttentionKind::Family, 1.5, FamilyFunction::Relu2)};
-    for (const auto& s : specs) {
-        for (const int64_t window : {int64_t(0), int64_t(100), int64_t(300)}) {
-            CAPTURE(s.label());
-            CAPTURE(window);
-            REQUIRE(fusedAttentionApplies(q, runOf(s), 0));
-            const auto fused = fusedAttention(q, k, v, s, gammaTensor, scale, window, {});
-            REQUIRE(fused.defined());
-            REQUIRE(fused.sizes() == q.sizes());
-            const auto expected = writtenOut(q, k, v, s, gamma, scale, window);
-            CHECK(relativeDifference(fused, expected) < 3e-6);
+    // rows after 290 earlier positions: tiles of rows and keys with ragged ends. The last block
+    // of rows holds 9, 11 or 13 (6 + 3, 6 + 5, 6 + 6 + 1 rows for the scores' kernel; 4 + 4 + 1,
+    // 4 + 4 + 3, 4 + 4 + 4 + 1 for the values'); a window of 600 spans two tiles of keys.
+    const int64_t B = 2, H = 4, Hkv = 2, past = 290, dh = 44;
+    for (const int64_t Q : {int64_t(329), int64_t(331), int64_t(333)}) {
+        const int64_t L = past + Q;
+        const auto q = torch::randn({B, H, Q, dh}) * 1.5;
+        const auto k = torch::randn({B, Hkv, L, dh});
+        const auto v = torch::randn({B, Hkv, L, dh});
+        const std::vector<double> gamma = {0.5, 1.0, 2.0, 3.0};
+        const auto gammaTensor = torch::tensor(gamma, torch::kFloat32);
+        const double scale = 1.0 / std::sqrt(double(dh));
+        const std::vector<AttentionSpec> specs = {
+            spec(AttentionKind::Softmax),
+            spec(AttentionKind::Relu),
+            spec(AttentionKind::ReluLen),
+            spec(AttentionKind::ReluLen, 0.5),
+            spec(AttentionKind::ReluFormer),
+            spec(AttentionKind::Family, 1.5, FamilyFunction::Relu2)};
+        for (const auto& s : specs) {
+            for (const int64_t window : {int64_t(0), int64_t(100), int64_t(300), int64_t(600)}) {
+                CAPTURE(Q);
+                CAPTURE(s.label());
+                CAPTURE(window);
+                REQUIRE(fusedAttentionApplies(q, runOf(s), 0));
+                const auto fused = fusedAttention(q, k, v, s, gammaTensor, scale, window, {});
+                REQUIRE(fused.defined());
+                REQUIRE(fused.sizes() == q.sizes());
+                const auto expected = writtenOut(q, k, v, s, gamma, scale, window);
+                CHECK(relativeDifference(fused, expected) < 3e-6);
+            }
         }
+    }
+}
+
+TEST_CASE("aNotANumberInTheScoresReachesTheOutputAsInTheBlockedPath") {
+    if (!processorTakesTheKernel()) {
+        MESSAGE("skipped: this processor has no AVX2 and FMA");
+        return;
+    }
+    torch::NoGradGuard noGrad;
+    // A diverged model's NaN must show as NaN (as torch's softmax and relu give it), not as a
+    // finite output: key 3 of head 0 is NaN, so every row of head 0 that sees it (rows 3 to 39;
+    // from row 7 on it falls in the vectors, before it in the scalar tail) is NaN throughout,
+    // and rows 0 to 2 and head 1 stay finite.
+    const auto q = torch::randn({1, 2, 40, 16});
+    auto k = torch::randn({1, 2, 40, 16});
+    k[0][0][3][5] = std::numeric_limits<float>::quiet_NaN();
+    const auto v = torch::randn({1, 2, 40, 16});
+    for (const auto& s : {spec(AttentionKind::Softmax), spec(AttentionKind::Relu),
+                          spec(AttentionKind::Family, 1.0, FamilyFunction::Relu2)}) {
+        CAPTURE(s.label());
+        const auto out = fusedAttention(q, k, v, s, {}, 0.25, 0, {});
+        CHECK(out[0][0].narrow(0, 3, 37).isnan().all().item<bool>());
+        CHECK(out.isnan().sum().item<int64_t>() == 37 * 16);
     }
 }
 
