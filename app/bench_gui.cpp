@@ -187,6 +187,10 @@ core::Result<GuiTimings> benchGui(int argc, char** argv, const core::LoadedModel
     timings.appendWordMs = median(appends);
     timings.stallMs = probe.stop();
     timings.stallEvent = probe.culprit().toStdString();
+    if (probe.measuresHost()) {
+        timings.stallHostMs = probe.hostMsInLongest();
+        timings.stallOwnMs = probe.longestOwnMs();
+    }
 
     // Text → capture → the attention map view in a PNG file.
     QTemporaryDir dir;

@@ -29,6 +29,10 @@ struct GuiTimings {
     double appendLetterMs = 0;   // one more letter of a word typed at the end → both redrawn
     double stallMs = 0;          // the GUI thread's longest stall during the toggles and typing
     std::string stallEvent;      // the slowest event handled inside it (empty: none was)
+    // (Linux, where steal times can be read; otherwise negative) the time the host held every
+    // core inside that stall, and the longest stall less the time the host held every core
+    double stallHostMs = -1;
+    double stallOwnMs = -1;
 };
 // The window's part of `relulens bench`: medians through the real state, worker thread and
 // widgets, offscreen. Creates the QApplication on first use.

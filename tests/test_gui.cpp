@@ -10,7 +10,13 @@
 #include <QPlainTextEdit>
 #include <QSignalSpy>
 #include <QSvgRenderer>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QTimer>
 #include <QToolButton>
+#ifdef __linux__
+#include <unistd.h>
+#endif
 
 #include "core/device.h"
 #include "qcustomplot.h"
@@ -29,6 +35,7 @@
 #include "ui/override_menu.h"
 #include "ui/sinks_view.h"
 #include "ui/sparsity_view.h"
+#include "ui/stall_probe.h"
 #include "ui/token_strip.h"
 #include "ui/token_text.h"
 #include "ui/view_factory.h"
@@ -632,6 +639,105 @@ private Q_SLOTS:
         QVERIFY(state_->error().contains("empty"));
         QCOMPARE(state_->result(), last);
     }
+
+    // The stall probe's host share: each core's steal time is the 8th number of its line.
+    void stealTimesAreReadFromEachCoresLine() {
+        const char text[] =
+            "cpu  100 2 300 400 5 0 7 80 0 0\n"
+            "cpu0 11 12 13 14 15 16 17 18 19 20\n"
+            "cpu1 21 22 23 24 25 26 27 1234567890123 29 30\n"
+            "cpu2 31 32 33\n"  // cut short: no steal time
+            "intr 1 2 3 4 5 6 7 8 9\n"
+            "ctxt 5";
+        const auto steal = stealTicksPerCore(text, sizeof text - 1);
+        QCOMPARE(steal, (std::vector<qint64>{18, 1234567890123}));
+        QVERIFY(stealTicksPerCore("intr 1 2 3 4 5 6 7 8 9\n", 22).empty());
+#ifdef __linux__
+        QFile stat("/proc/stat");
+        QVERIFY(stat.open(QIODevice::ReadOnly));
+        const QByteArray real = stat.readAll();
+        // one line per online core (counted from /sys by the C library)
+        QCOMPARE(qint64(stealTicksPerCore(real.constData(), real.size()).size()),
+                 qint64(sysconf(_SC_NPROCESSORS_ONLN)));
+#endif
+    }
+
+    // A gap the GUI thread makes itself: inside an event (named), and outside any (no name).
+    void theStallProbeMeasuresTheLongestGapAndTheEventInIt() {
+        StallProbe probe;
+        QTimer busy;
+        busy.setSingleShot(true);
+        busy.setInterval(20);
+        connect(&busy, &QTimer::timeout, [] {
+            QElapsedTimer spin;
+            spin.start();
+            while (spin.elapsed() < 150) {
+            }
+        });
+        probe.start();
+        busy.start();
+        QTest::qWait(250);
+        const double inEvent = probe.stop();
+        QVERIFY2(inEvent >= 150 && inEvent < 400, qPrintable(QString::number(inEvent)));
+        QVERIFY2(probe.culprit().startsWith("QTimer") && probe.culprit().contains("event type 1,"),
+                 qPrintable(probe.culprit()));
+        QVERIFY(probe.ticks() > 5);
+        if (probe.measuresHost()) {
+            // the thread spun on a core: the host holding every core for more than 50 ms of it
+            // would be a rare pause of the whole machine
+            QVERIFY2(probe.longestOwnMs() > 100 && probe.longestOwnMs() <= inEvent,
+                     qPrintable(QString("%1 of %2").arg(probe.longestOwnMs()).arg(inEvent)));
+        }
+        probe.start();
+        QTest::qWait(30);
+        QThread::msleep(120);
+        QTest::qWait(30);
+        const double outside = probe.stop();
+        QVERIFY2(outside >= 120 && outside < 400, qPrintable(QString::number(outside)));
+        QVERIFY2(probe.culprit().isEmpty(), qPrintable(probe.culprit()));
+    }
+
+#ifdef __linux__
+    // The time the host held every core (the least steal time of any core) inside a gap is
+    // taken out of the window's own share, read here from a file written during the gap.
+    void aGapTheHostHeldEveryCoreInIsNotTheWindowsOwn() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("stat");
+        auto write = [&](qint64 core0, qint64 core1) {
+            QFile file(path);
+            QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            file.write(QString("cpu  10 20 30 40 50 60 70 %1 0 0\n"
+                               "cpu0 1 2 3 4 5 6 7 %2 0 0\n"
+                               "cpu1 1 2 3 4 5 6 7 %3 0 0\nintr 9 9 9 9 9 9 9 9 9\n")
+                           .arg(core0 + core1)
+                           .arg(core0)
+                           .arg(core1)
+                           .toUtf8());
+        };
+        write(1000, 2000);
+        StallProbe probe(nullptr, QFile::encodeName(path));
+        QTimer busy;
+        busy.setSingleShot(true);
+        busy.setInterval(20);
+        connect(&busy, &QTimer::timeout, [&] {
+            write(1005, 2007);  // 5 ticks stolen from core 0, 7 from core 1
+            QElapsedTimer spin;
+            spin.start();
+            while (spin.elapsed() < 150) {
+            }
+        });
+        probe.start();
+        busy.start();
+        QTest::qWait(250);
+        probe.stop();
+        QVERIFY(probe.measuresHost());
+        const double tickMs = 1000.0 / double(sysconf(_SC_CLK_TCK));
+        QVERIFY2(probe.longestMs() >= 150, qPrintable(QString::number(probe.longestMs())));
+        QCOMPARE(probe.hostMsInLongest(), 5 * tickMs);
+        QVERIFY2(qAbs(probe.longestOwnMs() - (probe.longestMs() - 5 * tickMs)) < 1e-6,
+                 qPrintable(QString("%1 of %2").arg(probe.longestOwnMs()).arg(probe.longestMs())));
+    }
+#endif
 };
 
 QTEST_MAIN(TestGui)

@@ -4,22 +4,98 @@
 #include <QEvent>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#ifdef __linux__
+#include <fcntl.h>
+#include <unistd.h>
+#endif
 
 namespace relulens::ui {
 
-StallProbe::StallProbe(QObject* parent) : QObject(parent) {
+std::vector<qint64> stealTicksPerCore(const char* text, qsizetype size) {
+    std::vector<qint64> steal;
+    const char* p = text;
+    const char* end = text + size;
+    while (p < end) {
+        const char* lineEnd = static_cast<const char*>(std::memchr(p, '\n', size_t(end - p)));
+        if (!lineEnd) lineEnd = end;
+        // "cpuN user nice system idle iowait irq softirq steal ..." (the "cpu" line without a
+        // number sums every core)
+        if (lineEnd - p > 4 && std::strncmp(p, "cpu", 3) == 0 &&
+            std::isdigit(static_cast<unsigned char>(p[3]))) {
+            const char* q = p + 3;
+            while (q < lineEnd && !std::isspace(static_cast<unsigned char>(*q))) ++q;
+            qint64 value = -1;
+            for (int field = 0; field < 8 && q < lineEnd; ++field) {
+                char* next = nullptr;
+                value = std::strtoll(q, &next, 10);
+                if (next == q || next > lineEnd) {
+                    value = -1;
+                    break;
+                }
+                q = next;
+                if (field < 7) value = -1;
+            }
+            if (value >= 0) steal.push_back(value);
+        }
+        p = lineEnd + 1;
+    }
+    return steal;
+}
+
+StallProbe::StallProbe(QObject* parent, QByteArray statPath)
+    : QObject(parent), statPath_(std::move(statPath)) {
     timer_.setTimerType(Qt::PreciseTimer);
     timer_.setInterval(5);
     connect(&timer_, &QTimer::timeout, this, &StallProbe::tick);
 }
 
+StallProbe::~StallProbe() {
+#ifdef __linux__
+    if (statFd_ >= 0) ::close(statFd_);
+#endif
+}
+
+qint64 StallProbe::hostHeldSinceLastRead() {
+#ifdef __linux__
+    if (statFd_ < 0) return 0;
+    char text[16384];
+    const ssize_t n = ::pread(statFd_, text, sizeof text, 0);
+    if (n <= 0) return 0;
+    std::vector<qint64> steal = stealTicksPerCore(text, qsizetype(n));
+    qint64 held = 0;
+    if (!steal.empty() && steal.size() == steal_.size()) {
+        held = steal[0] - steal_[0];
+        for (size_t i = 1; i < steal.size(); ++i) held = std::min(held, steal[i] - steal_[i]);
+    }
+    steal_ = std::move(steal);
+    static const long ticksPerSecond = sysconf(_SC_CLK_TCK);
+    return ticksPerSecond > 0 ? std::max<qint64>(held, 0) * (1000000000LL / ticksPerSecond) : 0;
+#else
+    return 0;
+#endif
+}
+
 void StallProbe::start() {
-    longest_ = 0;
+    longest_ = hostInLongest_ = longestOwn_ = 0;
     ticks_ = 0;
     culprit_.clear();
     slowest_.clear();
     slowestEvent_ = 0;
     receiverClass_ = nullptr;
+#ifdef __linux__
+    if (statFd_ < 0) statFd_ = ::open(statPath_.constData(), O_RDONLY | O_CLOEXEC);
+    steal_.clear();
+    hostHeldSinceLastRead();
+    if (steal_.empty() && statFd_ >= 0) {  // no steal times to read
+        ::close(statFd_);
+        statFd_ = -1;
+    }
+#endif
     clock_.start();
     last_ = 0;
     QCoreApplication::instance()->installEventFilter(this);
@@ -45,12 +121,20 @@ bool StallProbe::eventFilter(QObject* watched, QEvent* event) {
     return false;
 }
 
-void StallProbe::tick() {
-    const qint64 now = clock_.nsecsElapsed();
-    if (now - last_ > longest_) {
-        longest_ = now - last_;
+void StallProbe::noteGap(qint64 now) {
+    const qint64 gap = now - last_;
+    const qint64 host = std::min(hostHeldSinceLastRead(), gap);
+    if (gap > longest_) {
+        longest_ = gap;
+        hostInLongest_ = host;
         culprit_ = slowest_;
     }
+    longestOwn_ = std::max(longestOwn_, gap - host);
+}
+
+void StallProbe::tick() {
+    const qint64 now = clock_.nsecsElapsed();
+    noteGap(now);
     last_ = now;
     slowest_.clear();
     slowestEvent_ = 0;
@@ -61,10 +145,7 @@ void StallProbe::tick() {
 double StallProbe::stop() {
     timer_.stop();
     QCoreApplication::instance()->removeEventFilter(this);
-    if (clock_.nsecsElapsed() - last_ > longest_) {
-        longest_ = clock_.nsecsElapsed() - last_;
-        culprit_ = slowest_;
-    }
+    noteGap(clock_.nsecsElapsed());
     return longestMs();
 }
 

@@ -1,22 +1,42 @@
 // How long the GUI thread went without turning its event loop: a fine timer notes the gaps
 // between its ticks, and an application event filter notes which event took longest inside the
 // longest gap. For the responsiveness test and `relulens bench`.
+//
+// In a virtual machine the host may hold every core of the machine at once (steal time); no
+// thread of ReluLens runs then, and the gap it leaves is not the window's doing. On Linux the
+// probe reads each core's steal time from /proc/stat at every tick and reports, beside the
+// longest gap, how much of it the host held every core, and the longest gap less that share.
 #pragma once
+#include <QByteArray>
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
 #include <QTimer>
+#include <vector>
 
 namespace relulens::ui {
+
+// Each core's steal time in /proc/stat's text (clock ticks, the 8th number of each "cpuN"
+// line), in the order of the lines; empty when the text has no such line.
+std::vector<qint64> stealTicksPerCore(const char* text, qsizetype size);
 
 class StallProbe : public QObject {
     Q_OBJECT
 public:
-    explicit StallProbe(QObject* parent = nullptr);
+    // statPath: where the steal times are read (another file in the probe's own test).
+    explicit StallProbe(QObject* parent = nullptr, QByteArray statPath = "/proc/stat");
+    ~StallProbe() override;
     void start();
     // Stops and returns the longest gap in milliseconds (the time since the last tick counted).
     double stop();
     double longestMs() const { return longest_ / 1e6; }
+    // Whether the host's share could be read (Linux, /proc/stat with steal times).
+    bool measuresHost() const { return statFd_ >= 0; }
+    // The time inside the longest gap the host held every core (a lower bound: steal is
+    // counted in clock ticks of 10 ms, and only time stolen from all cores at once counts).
+    double hostMsInLongest() const { return hostInLongest_ / 1e6; }
+    // The longest gap less the time the host held every core in it.
+    double longestOwnMs() const { return longestOwn_ / 1e6; }
     int ticks() const { return ticks_; }
     // The slowest event handled during the longest gap: "receiver class (parent class), event
     // type N, X ms"; empty when none was handled (the thread was not scheduled, or waited).
@@ -27,10 +47,17 @@ protected:
 
 private:
     void tick();
+    void noteGap(qint64 now);
+    // The time every core has been held by the host since the last call (nanoseconds).
+    qint64 hostHeldSinceLastRead();
     QTimer timer_;
     QElapsedTimer clock_;
     qint64 last_ = 0, longest_ = 0;  // nanoseconds
+    qint64 hostInLongest_ = 0, longestOwn_ = 0;
     int ticks_ = 0;
+    QByteArray statPath_;
+    int statFd_ = -1;
+    std::vector<qint64> steal_;  // each core's steal at the last read (ticks)
     // the event being handled since eventStart_, and the slowest one since the last tick
     const char* receiverClass_ = nullptr;
     const char* parentClass_ = nullptr;
