@@ -5,26 +5,18 @@
 #include <cstring>
 #include <functional>
 
+#include "core/cpu_kernels.h"
 #include "core/row_kernels.h"
 
 namespace relulens::core {
 
-#if defined(RELULENS_ROW_PASS_AVX2)
+#if defined(RELULENS_AVX2_KERNELS)
 RowPassOutput rowPassAvx2(const RowPassInput& in);  // core/row_pass_avx2.cpp
 #endif
 
-bool rowPassHasAvx2() {
-#if defined(RELULENS_ROW_PASS_AVX2)
-    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return has;
-#else
-    return false;
-#endif
-}
-
 RowPassOutput rowPass(const RowPassInput& in, RowPassPath path) {
-#if defined(RELULENS_ROW_PASS_AVX2)
-    if (path != RowPassPath::Portable && rowPassHasAvx2()) return rowPassAvx2(in);
+#if defined(RELULENS_AVX2_KERNELS)
+    if (path != RowPassPath::Portable && avx2KernelsRun()) return rowPassAvx2(in);
 #else
     (void)path;
 #endif

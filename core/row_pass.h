@@ -31,9 +31,8 @@ struct RowPassOutput {
 
 enum class RowPassPath { Best, Portable, Avx2 };
 
-// Whether this processor runs the AVX2 path (and this build has it).
-bool rowPassHasAvx2();
-// Path Avx2 on a processor without it runs the portable path.
+// Path Avx2 on a processor without it (avx2KernelsRun, core/cpu_kernels.h) runs the portable
+// path.
 RowPassOutput rowPass(const RowPassInput& in, RowPassPath path = RowPassPath::Best);
 
 // A threshold that about twice k of x[0..n) (and a margin) exceed, from an evenly spaced sample,

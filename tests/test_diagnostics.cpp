@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/attention.h"
+#include "core/cpu_kernels.h"
 #include "core/diagnostics.h"
 #include "core/row_pass.h"
 #include "core/second_core.h"
@@ -225,7 +226,7 @@ TEST_CASE("rowPassOnAHandWorkedRow") {
     // above 0.25: only 0.5, and 2 entries equal to it, so the 2 largest sum to 0.75.
     const std::vector<float> x = {0, 0.5f, 0.25f, 0, 0.25f};
     std::vector<RowPassPath> paths = {RowPassPath::Portable};
-    if (rowPassHasAvx2()) paths.push_back(RowPassPath::Avx2);
+    if (avx2KernelsRun()) paths.push_back(RowPassPath::Avx2);
     for (const auto path : paths) {
         INFO("path " << int(path));
         std::vector<float> totals(5, 0.0f), candidates(5);
@@ -266,7 +267,7 @@ TEST_CASE("rowPassPathsAgreeWithPlainLoops") {
     // against loops over the entries one at a time in double.
     torch::manual_seed(5);
     std::vector<RowPassPath> paths = {RowPassPath::Portable};
-    if (rowPassHasAvx2()) paths.push_back(RowPassPath::Avx2);
+    if (avx2KernelsRun()) paths.push_back(RowPassPath::Avx2);
     for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 257}) {
         auto row = ((torch::rand({m}) - 0.2) * 8).floor() / 8;  // steps of 1/8, some negative
         std::vector<float> x(row.data_ptr<float>(), row.data_ptr<float>() + m);
