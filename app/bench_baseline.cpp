@@ -71,7 +71,7 @@ core::Result<BaselineRun> runBaseline(const std::string& python, const std::stri
         while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
         if (pclose(pipe) != 0) {
             return core::Error{"the baseline failed (" + command +
-                               "); is python3-torch installed?"};
+                               "); are python3-torch and python3-matplotlib installed?"};
         }
     } else {
         return core::Error{"cannot run " + python};

@@ -18,6 +18,14 @@
 #endif
 
 namespace relulens::core {
+namespace {
+std::atomic<int64_t> layersComputed{0};
+}  // namespace
+
+int64_t fusedAttentionLayers() {
+    return layersComputed.load();
+}
+
 #if defined(RELULENS_AVX2_KERNELS)
 namespace {
 
@@ -161,6 +169,7 @@ torch::Tensor fusedAttention(const torch::Tensor& qIn, const torch::Tensor& kIn,
     };
     runOnTwoCores(work, work);
     if (stopped) return {};
+    ++layersComputed;
     return out;
 }
 

@@ -30,4 +30,8 @@ torch::Tensor fusedAttention(const torch::Tensor& q, const torch::Tensor& k, con
                              const AttentionSpec& spec, const torch::Tensor& gamma, double scale,
                              int64_t window, const std::function<bool()>& cancelled);
 
+// How many layers fusedAttention has computed in this process (not counting cancelled ones): which
+// path a pass took, for the tests.
+int64_t fusedAttentionLayers();
+
 }  // namespace relulens::core

@@ -18,6 +18,8 @@
 #include "core/attention_maps.h"
 #include "core/capture.h"
 #include "core/checkpoint.h"
+#include "core/cpu_kernels.h"
+#include "core/fused_attention.h"
 #include "core/predictions.h"
 #include "core/second_core.h"
 #include "core_test.h"
@@ -319,13 +321,58 @@ TEST_CASE("aForwardWithoutMapsEqualsTheBlockedOneOverManyTiles") {
     const Fixture& fx = fixture();
     torch::NoGradGuard noGrad;
     auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {1, 700}, torch::kLong);
-    for (const auto& run : everyVariant()) {
+    const int64_t layers = fx.tiny.model->info().nLayers;
+    const auto runs = everyVariant();
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const RunSpec& run = runs[r];
         CAPTURE(run.attention.label());
+        CAPTURE(r);
+        const int64_t before = fusedAttentionLayers();
         const auto fused = fx.tiny.model->forward(ids, run);
+        const int64_t fusedLayers = fusedAttentionLayers() - before;
         ForwardTrace blocked;
         blocked.options.rowMass = true;
         const auto reference = fx.tiny.model->forward(ids, run, &blocked);
+        REQUIRE(fusedAttentionLayers() - before == fusedLayers);  // the reference: none
         REQUIRE(maxDifference(fused, reference) < 1e-5 * reference.abs().max().item<double>());
+        // Which layers took the kernel: every one for softmax, relu, relu_len (twice),
+        // reluformer and family relu² (everyVariant's first six), none for the other variants,
+        // and not the overridden layers.
+        if (!avx2KernelsRun()) {
+            REQUIRE(fusedLayers == 0);
+        } else if (!run.overrides.empty()) {
+            REQUIRE(fusedLayers < layers);
+        } else {
+            REQUIRE(fusedLayers == (r < 6 ? layers : 0));
+        }
+    }
+}
+
+TEST_CASE("aSplitRowInsideThePassKeepsTheBlockedPathAndOneOutsideItDoesNot") {
+    // The window's captures split a pass at the row where a reused checkpoint is written
+    // (onSplitRow): the blocked path stops there; a split outside the rows changes nothing.
+    const Fixture& fx = fixture();
+    torch::NoGradGuard noGrad;
+    auto ids = torch::randint(0, fx.tiny.model->info().vocabSize, {1, 300}, torch::kLong);
+    const int64_t layers = fx.tiny.model->info().nLayers;
+    const auto plain = fx.tiny.model->forward(ids, everyVariant()[0]);
+    for (const int64_t split : {int64_t(150), int64_t(0), int64_t(300)}) {
+        CAPTURE(split);
+        ForwardTrace trace;
+        trace.splitRow = split;
+        std::vector<int64_t> called;
+        trace.onSplitRow = [&](int64_t layer) { called.push_back(layer); };
+        const int64_t before = fusedAttentionLayers();
+        const auto logits = fx.tiny.model->forward(ids, everyVariant()[0], &trace);
+        const int64_t fusedLayers = fusedAttentionLayers() - before;
+        REQUIRE(maxDifference(logits, plain) < 1e-5 * plain.abs().max().item<double>());
+        if (split == 150) {
+            REQUIRE(fusedLayers == 0);
+            REQUIRE(called == std::vector<int64_t>{0, 1});
+        } else {
+            REQUIRE(fusedLayers == (avx2KernelsRun() ? layers : 0));
+            REQUIRE(called.empty());
+        }
     }
 }
 
