@@ -27,18 +27,19 @@ std::vector<qint64> stealTicksPerCore(const char* text, qsizetype size) {
         // number sums every core)
         if (lineEnd - p > 4 && std::strncmp(p, "cpu", 3) == 0 &&
             std::isdigit(static_cast<unsigned char>(p[3]))) {
+            // (numbers read by hand within the line: the text need not end in a NUL)
             const char* q = p + 3;
             while (q < lineEnd && !std::isspace(static_cast<unsigned char>(*q))) ++q;
             qint64 value = -1;
-            for (int field = 0; field < 8 && q < lineEnd; ++field) {
-                char* next = nullptr;
-                value = std::strtoll(q, &next, 10);
-                if (next == q || next > lineEnd) {
+            for (int field = 0; field < 8; ++field) {
+                while (q < lineEnd && *q == ' ') ++q;
+                if (q == lineEnd || !std::isdigit(static_cast<unsigned char>(*q))) {
                     value = -1;
                     break;
                 }
-                q = next;
-                if (field < 7) value = -1;
+                value = 0;
+                while (q < lineEnd && std::isdigit(static_cast<unsigned char>(*q)))
+                    value = value * 10 + (*q++ - '0');
             }
             if (value >= 0) steal.push_back(value);
         }
@@ -63,10 +64,15 @@ StallProbe::~StallProbe() {
 qint64 StallProbe::hostHeldSinceLastRead() {
 #ifdef __linux__
     if (statFd_ < 0) return 0;
-    char text[16384];
-    const ssize_t n = ::pread(statFd_, text, sizeof text, 0);
+    // The whole file, however many cores it lists (the buffer grows and is kept).
+    if (statText_.empty()) statText_.resize(16384);
+    ssize_t n = 0;
+    while ((n = ::pread(statFd_, statText_.data(), statText_.size(), 0)) ==
+           ssize_t(statText_.size())) {
+        statText_.resize(statText_.size() * 2);
+    }
     if (n <= 0) return 0;
-    std::vector<qint64> steal = stealTicksPerCore(text, qsizetype(n));
+    std::vector<qint64> steal = stealTicksPerCore(statText_.data(), qsizetype(n));
     qint64 held = 0;
     if (!steal.empty() && steal.size() == steal_.size()) {
         held = steal[0] - steal_[0];

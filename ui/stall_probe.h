@@ -4,8 +4,9 @@
 //
 // In a virtual machine the host may hold every core of the machine at once (steal time); no
 // thread of ReluLens runs then, and the gap it leaves is not the window's doing. On Linux the
-// probe reads each core's steal time from /proc/stat at every tick and reports, beside the
-// longest gap, how much of it the host held every core, and the longest gap less that share.
+// probe reads each core's steal time from /proc/stat at every tick (7.5 µs a read on a 2-core
+// machine) and reports, beside the longest gap, the host's share of it, and the longest gap
+// once each gap's host share is taken out.
 #pragma once
 #include <QByteArray>
 #include <QElapsedTimer>
@@ -32,10 +33,12 @@ public:
     double longestMs() const { return longest_ / 1e6; }
     // Whether the host's share could be read (Linux, /proc/stat with steal times).
     bool measuresHost() const { return statFd_ >= 0; }
-    // The time inside the longest gap the host held every core (a lower bound: steal is
-    // counted in clock ticks of 10 ms, and only time stolen from all cores at once counts).
+    // The host's share of the longest gap: the least steal time any core had in it. Every core
+    // lost at least that much, though not necessarily at the same moments; steal is counted in
+    // clock ticks (10 ms), so the share may be a tick off; a core that was idle accrues none.
     double hostMsInLongest() const { return hostInLongest_ / 1e6; }
-    // The longest gap less the time the host held every core in it.
+    // The longest gap once each gap's host share is taken out: the largest of (gap − its share)
+    // over every gap, which may come from another gap than the longest.
     double longestOwnMs() const { return longestOwn_ / 1e6; }
     int ticks() const { return ticks_; }
     // The slowest event handled during the longest gap: "receiver class (parent class), event
@@ -58,6 +61,7 @@ private:
     QByteArray statPath_;
     int statFd_ = -1;
     std::vector<qint64> steal_;  // each core's steal at the last read (ticks)
+    std::vector<char> statText_;
     // the event being handled since eventStart_, and the slowest one since the last tick
     const char* receiverClass_ = nullptr;
     const char* parentClass_ = nullptr;
