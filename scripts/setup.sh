@@ -7,7 +7,7 @@ RELULENS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RELULENS_BUILD="${RELULENS_BUILD:-$RELULENS_ROOT/build}"
 RELULENS_PACKAGES=(cmake g++ make pkg-config
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
-  libtorch-dev libsentencepiece-dev sentencepiece libopenblas0 nlohmann-json3-dev
+  libtorch-dev libsentencepiece-dev sentencepiece libopenblas0 nlohmann-json3-dev libpng-dev
   xvfb xauth python3-numpy libpcre2-dev libicu-dev
   dpkg-dev file desktop-file-utils appstream)
 

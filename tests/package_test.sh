@@ -43,7 +43,7 @@ echo "Depends: $depends"
 [ "$(dpkg-deb -f "$deb" Package)" = relulens ] || fail "Package is not relulens"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version is not $version"
 [ "$(dpkg-deb -f "$deb" Section)" = science ] || fail "Section is not science"
-for dependency in libopenblas0 libtorch libqt6widgets6 libqcustomplot libsentencepiece libc6; do
+for dependency in libopenblas0 libtorch libqt6widgets6 libqcustomplot libsentencepiece libpng16-16 libc6; do
   grep -q "\b$dependency" <<<"$depends" || fail "Depends lacks $dependency"
 done
 grep -q "^ Description: .*transformer" <<<"$info" || fail "no Description"

@@ -16,6 +16,7 @@
 #include <QToolButton>
 #ifdef __linux__
 #include <unistd.h>
+#include <zlib.h>
 #endif
 
 #include "core/device.h"
@@ -33,6 +34,7 @@
 #include "ui/main_window.h"
 #include "ui/map_jobs.h"
 #include "ui/override_menu.h"
+#include "ui/png_encoder.h"
 #include "ui/sinks_view.h"
 #include "ui/sparsity_view.h"
 #include "ui/stall_probe.h"
@@ -541,6 +543,59 @@ private Q_SLOTS:
         MapJobs::instance().post<int>(
             channel, &owner, [] { return 7; }, [&](int v) { got = v; });
         QTRY_COMPARE(got, 7);
+    }
+
+    void pngEncoderRoundTripsEveryPixelWithTheUpFilter() {
+        // Noise, flat areas and a gradient, with a resolution of 200 dots per inch.
+        QImage image(97, 61, QImage::Format_ARGB32);
+        quint32 seed = 12345;
+        for (int y = 0; y < image.height(); ++y) {
+            for (int x = 0; x < image.width(); ++x) {
+                seed = seed * 1664525u + 1013904223u;
+                const QRgb noise = 0xff000000u | (seed >> 8);
+                image.setPixel(x, y, x < 40 ? noise : y < 30 ? qRgb(250, 251, 252) : qRgb(x, y, 7));
+            }
+        }
+        image.setDotsPerMeterX(7874);
+        image.setDotsPerMeterY(7874);
+        QByteArray png;
+        QString error;
+        QVERIFY2(encodePng(image, &png, &error), qPrintable(error));
+        const QImage back = QImage::fromData(png, "PNG");
+        QCOMPARE(back.size(), image.size());
+        for (int y = 0; y < image.height(); ++y) {
+            for (int x = 0; x < image.width(); ++x) {
+                if (back.pixel(x, y) != image.pixel(x, y))
+                    QFAIL(qPrintable(QString("pixel %1, %2 differs").arg(x).arg(y)));
+            }
+        }
+        QCOMPARE(back.dotsPerMeterX(), 7874);
+        // The chunks by hand: 8-bit RGB in IHDR, and every row of the inflated IDAT stream
+        // starts with filter type 2 ("Up").
+        QVERIFY(png.startsWith("\x89PNG\r\n\x1a\n"));
+        auto be32 = [&](qsizetype at) {
+            return quint32(quint8(png[at])) << 24 | quint32(quint8(png[at + 1])) << 16 |
+                   quint32(quint8(png[at + 2])) << 8 | quint32(quint8(png[at + 3]));
+        };
+        QByteArray idat;
+        for (qsizetype at = 8; at + 8 <= png.size();) {
+            const quint32 length = be32(at);
+            const QByteArray type = png.mid(at + 4, 4);
+            if (type == "IHDR") {
+                QCOMPARE(int(quint8(png[at + 16])), 8);  // bit depth
+                QCOMPARE(int(quint8(png[at + 17])), 2);  // colour type: RGB
+            }
+            if (type == "IDAT") idat += png.mid(at + 8, qsizetype(length));
+            at += 12 + qsizetype(length);
+        }
+        const int stride = 1 + 3 * image.width();
+        QByteArray rows(qsizetype(stride) * image.height(), '\0');
+        uLongf size = uLongf(rows.size());
+        QCOMPARE(uncompress(reinterpret_cast<Bytef*>(rows.data()), &size,
+                            reinterpret_cast<const Bytef*>(idat.constData()), uLong(idat.size())),
+                 Z_OK);
+        QCOMPARE(qsizetype(size), rows.size());
+        for (int y = 0; y < image.height(); ++y) QCOMPARE(int(rows[qsizetype(y) * stride]), 2);
     }
 
     void exportsAreValidFiles() {
