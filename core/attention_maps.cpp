@@ -306,7 +306,34 @@ void PooledMap::add(const torch::Tensor& valuesIn, int64_t r0, int64_t headBegin
     }
 }
 
+void PooledMap::finishInto(torch::Tensor& out) const {
+    const float* v = values_.data_ptr<float>();
+    const float* counts = counts_.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const int64_t cells = outRows_ * outKeys_;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const bool mean = pooling_ == Pooling::Mean;
+    for (int64_t h = 0; h < heads_; ++h) {
+        const float* vh = v + h * cells;
+        float* oh = o + h * cells;
+        for (int64_t c = 0; c < cells; ++c) {
+            oh[c] = counts[c] == 0 ? nan : mean ? vh[c] / counts[c] : vh[c];
+        }
+    }
+}
+
+torch::Tensor PooledMap::finish() {
+    if (!values_.is_cpu()) return result();
+    finishInto(values_);
+    return values_;
+}
+
 torch::Tensor PooledMap::result() const {
+    if (values_.is_cpu()) {
+        auto out = torch::empty_like(values_);
+        finishInto(out);
+        return out;
+    }
     const auto empty = (counts_ == 0).unsqueeze(0);
     const auto nan = torch::full({}, std::numeric_limits<float>::quiet_NaN(), values_.options());
     auto out = pooling_ == Pooling::Max ? values_ : values_ / counts_.clamp_min(1).unsqueeze(0);
@@ -409,7 +436,7 @@ torch::Tensor AttentionMaps::pooled(int64_t layer, int64_t head, int64_t rowBegi
         const auto w = rowWeights(layer, h0, h, r0, R, r0 + R);  // (h, R, K)
         map.add(h == 1 ? w : w.mean(0, /*keepdim=*/true), r0);
     }
-    return map.result()[0];
+    return map.finish()[0];
 }
 
 }  // namespace relulens::core

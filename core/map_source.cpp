@@ -104,7 +104,7 @@ torch::Tensor MapSource::pooled(int64_t layer, int64_t head, int64_t rowBegin, i
     if (!full.defined()) return {};
     PooledMap map(1, rowBegin, rowEnd, keyBegin, keyEnd, outRows, outKeys, pooling, torch::kCPU);
     map.add(full.unsqueeze(0), 0);
-    return map.result()[0];
+    return map.finish()[0];
 }
 
 ValueRange valueRange(const torch::Tensor& values) {
