@@ -1,6 +1,7 @@
 #include "ui/attention_map_view.h"
 
 #include <QComboBox>
+#include <QEventLoop>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
@@ -260,7 +261,7 @@ void AttentionMapView::refreshTile() {
             return;
         }
     }
-    const QString id = QString::number(quintptr(tile.result.get())) + " " + tile.key;
+    const QString id = requestId(tile);
     if (requested_ == id) return;
     requested_ = id;
     MapJobs::instance().post<Tile>(
@@ -271,9 +272,22 @@ void AttentionMapView::refreshTile() {
         });
 }
 
+QString AttentionMapView::requestId(const Tile& tile) {
+    return QString::number(quintptr(tile.result.get())) + " " + tile.key;
+}
+
 void AttentionMapView::ensureCurrentTile() {
-    Tile tile = wantedTile();
-    if (!tile.result || (shown_.result == tile.result && shown_.key == tile.key)) return;
+    const Tile tile = wantedTile();
+    auto shown = [&] { return shown_.result == tile.result && shown_.key == tile.key; };
+    if (!tile.result || shown()) return;
+    // The map thread is already building this very tile (a view shown and exported at once, as
+    // `relulens render` does): wait for it rather than build it a second time beside it.
+    if (requested_ == requestId(tile)) {
+        QEventLoop loop;
+        while (channel_.pending() && !shown())
+            loop.processEvents(QEventLoop::ExcludeUserInputEvents | QEventLoop::WaitForMoreEvents);
+        if (shown()) return;
+    }
     channel_.supersede();
     requested_.clear();
     applyTile(computeTile(tile));

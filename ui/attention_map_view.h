@@ -69,8 +69,9 @@ private:
         double maxValue = 0, minValue = 0, minPositive = 1e30;
     };
     Tile wantedTile() const;
-    static Tile computeTile(Tile tile);  // on the map thread
-    void applyTile(Tile tile);           // on the GUI thread: draws it
+    static Tile computeTile(Tile tile);          // on the map thread
+    static QString requestId(const Tile& tile);  // what requested_ holds while it is built
+    void applyTile(Tile tile);                   // on the GUI thread: draws it
     void applyScale();
     void updateSelection();
     void refreshTile();        // asks the map thread for the visible tile when it changed
