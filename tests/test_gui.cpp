@@ -17,6 +17,7 @@
 #ifdef __linux__
 #include <unistd.h>
 #include <zlib.h>
+#include <functional>
 #endif
 
 #include "core/device.h"
@@ -55,6 +56,25 @@ QString tinyModel() {
 }
 
 // Distinct colours in an image: a blank or single-colour figure has very few.
+// Runs `probe` over 250 ms in which a timer event, 20 ms in, calls atStart and then keeps the
+// GUI thread for 150 ms; returns what stop() returns (the longest gap).
+double probeABusyEvent(StallProbe& probe, const std::function<void()>& atStart = {}) {
+    QTimer busy;
+    busy.setSingleShot(true);
+    busy.setInterval(20);
+    QObject::connect(&busy, &QTimer::timeout, [&] {
+        if (atStart) atStart();
+        QElapsedTimer spin;
+        spin.start();
+        while (spin.elapsed() < 150) {
+        }
+    });
+    probe.start();
+    busy.start();
+    QTest::qWait(250);
+    return probe.stop();
+}
+
 int distinctColours(const QImage& image) {
     QSet<QRgb> colours;
     for (int y = 0; y < image.height(); y += 3) {
@@ -726,19 +746,7 @@ private Q_SLOTS:
     // A gap the GUI thread makes itself: inside an event (named), and outside any (no name).
     void theStallProbeMeasuresTheLongestGapAndTheEventInIt() {
         StallProbe probe;
-        QTimer busy;
-        busy.setSingleShot(true);
-        busy.setInterval(20);
-        connect(&busy, &QTimer::timeout, [] {
-            QElapsedTimer spin;
-            spin.start();
-            while (spin.elapsed() < 150) {
-            }
-        });
-        probe.start();
-        busy.start();
-        QTest::qWait(250);
-        const double inEvent = probe.stop();
+        const double inEvent = probeABusyEvent(probe);
         QVERIFY2(inEvent >= 150 && inEvent < 400, qPrintable(QString::number(inEvent)));
         QVERIFY2(probe.culprit().startsWith("QTimer") && probe.culprit().contains("event type 1,"),
                  qPrintable(probe.culprit()));
@@ -792,20 +800,7 @@ private Q_SLOTS:
         };
         write(false);
         StallProbe probe(nullptr, QFile::encodeName(path));
-        QTimer busy;
-        busy.setSingleShot(true);
-        busy.setInterval(20);
-        connect(&busy, &QTimer::timeout, [&] {
-            write(true);
-            QElapsedTimer spin;
-            spin.start();
-            while (spin.elapsed() < 150) {
-            }
-        });
-        probe.start();
-        busy.start();
-        QTest::qWait(250);
-        probe.stop();
+        probeABusyEvent(probe, [&] { write(true); });
         QVERIFY(probe.measuresHost());
         const double tickMs = 1000.0 / double(sysconf(_SC_CLK_TCK));
         QVERIFY2(probe.longestMs() >= 150, qPrintable(QString::number(probe.longestMs())));

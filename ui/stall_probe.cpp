@@ -18,6 +18,13 @@ namespace relulens::ui {
 
 std::vector<qint64> stealTicksPerCore(const char* text, qsizetype size) {
     std::vector<qint64> steal;
+    stealTicksPerCore(text, size, &steal);
+    return steal;
+}
+
+void stealTicksPerCore(const char* text, qsizetype size, std::vector<qint64>* into) {
+    std::vector<qint64>& steal = *into;
+    steal.clear();
     const char* p = text;
     const char* end = text + size;
     while (p < end) {
@@ -45,7 +52,6 @@ std::vector<qint64> stealTicksPerCore(const char* text, qsizetype size) {
         }
         p = lineEnd + 1;
     }
-    return steal;
 }
 
 StallProbe::StallProbe(QObject* parent, QByteArray statPath)
@@ -72,13 +78,15 @@ qint64 StallProbe::hostHeldSinceLastRead() {
         statText_.resize(statText_.size() * 2);
     }
     if (n <= 0) return 0;
-    std::vector<qint64> steal = stealTicksPerCore(statText_.data(), qsizetype(n));
+    // (read into the buffer of the read before last: no allocation at each tick)
+    stealTicksPerCore(statText_.data(), qsizetype(n), &readSteal_);
+    const auto& steal = readSteal_;
     qint64 held = 0;
     if (!steal.empty() && steal.size() == steal_.size()) {
         held = steal[0] - steal_[0];
         for (size_t i = 1; i < steal.size(); ++i) held = std::min(held, steal[i] - steal_[i]);
     }
-    steal_ = std::move(steal);
+    std::swap(steal_, readSteal_);
     static const long ticksPerSecond = sysconf(_SC_CLK_TCK);
     return ticksPerSecond > 0 ? std::max<qint64>(held, 0) * (1000000000LL / ticksPerSecond) : 0;
 #else

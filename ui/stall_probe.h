@@ -20,6 +20,8 @@ namespace relulens::ui {
 // Each core's steal time in /proc/stat's text (clock ticks, the 8th number of each "cpuN"
 // line), in the order of the lines; empty when the text has no such line.
 std::vector<qint64> stealTicksPerCore(const char* text, qsizetype size);
+// The same into *into (cleared first; its storage is reused).
+void stealTicksPerCore(const char* text, qsizetype size, std::vector<qint64>* into);
 
 class StallProbe : public QObject {
     Q_OBJECT
@@ -60,7 +62,8 @@ private:
     int ticks_ = 0;
     QByteArray statPath_;
     int statFd_ = -1;
-    std::vector<qint64> steal_;  // each core's steal at the last read (ticks)
+    std::vector<qint64> steal_;      // each core's steal at the last read (ticks)
+    std::vector<qint64> readSteal_;  // the read before, its storage reused for the next one
     std::vector<char> statText_;
     // the event being handled since eventStart_, and the slowest one since the last tick
     const char* receiverClass_ = nullptr;
