@@ -67,6 +67,55 @@ torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset,
     return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
 }
 
+RotaryTable rotaryTable(int64_t offset, int64_t L, const torch::Tensor& inverseFrequencies,
+                        const torch::TensorOptions& options) {
+    // Angles in double, as applyRotary makes them.
+    auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options.device());
+    auto positions = torch::arange(offset, offset + L, dopts);
+    auto angles = torch::outer(
+        positions, inverseFrequencies.to(options.device(), torch::kFloat64));  // (L, d/2)
+    return {angles.cos().to(options.dtype()).contiguous(),
+            angles.sin().to(options.dtype()).contiguous()};
+}
+
+void rotateInto(const torch::Tensor& x, const RotaryTable& table, int64_t row0, torch::Tensor out) {
+    const int64_t n = x.size(-2), half = x.size(-1) / 2;
+    const auto cos = table.cos.narrow(0, row0, n), sin = table.sin.narrow(0, row0, n);
+    if (x.is_cpu() && x.dim() == 4 && x.scalar_type() == torch::kFloat32 &&
+        out.scalar_type() == torch::kFloat32 && cos.scalar_type() == torch::kFloat32 &&
+        x.stride(3) == 1 && out.stride(3) == 1 && cos.is_contiguous() && sin.is_contiguous()) {
+        const float* xp = x.data_ptr<float>();
+        float* op = out.data_ptr<float>();
+        const float* cp = cos.data_ptr<float>();  // rows `half` apart
+        const float* sp = sin.data_ptr<float>();
+        for (int64_t b = 0; b < x.size(0); ++b) {
+            for (int64_t h = 0; h < x.size(1); ++h) {
+                for (int64_t r = 0; r < n; ++r) {
+                    const float* x1 = xp + b * x.stride(0) + h * x.stride(1) + r * x.stride(2);
+                    const float* x2 = x1 + half;
+                    float* o1 = op + b * out.stride(0) + h * out.stride(1) + r * out.stride(2);
+                    float* o2 = o1 + half;
+                    const float* c = cp + r * half;
+                    const float* s = sp + r * half;
+                    // two products, then their difference or sum, each rounded to float
+                    // as the tensor form rounds them (no fused multiply-add: the portable
+                    // build has none)
+                    for (int64_t i = 0; i < half; ++i) {
+                        const float p = x1[i] * c[i], q = x2[i] * s[i];
+                        const float u = x1[i] * s[i], w = x2[i] * c[i];
+                        o1[i] = p - q;
+                        o2[i] = u + w;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    const auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+    out.narrow(-1, 0, half).copy_(x1 * cos - x2 * sin);
+    out.narrow(-1, half, half).copy_(x1 * sin + x2 * cos);
+}
+
 torch::Tensor blockedAttention(const torch::Tensor& q, const torch::Tensor& kIn,
                                const torch::Tensor& vIn, const RunSpec& run,
                                const torch::Tensor& gamma, double scale, int64_t window,

@@ -162,4 +162,16 @@ torch::Tensor applyRotary(const torch::Tensor& x, int64_t offset,
 // θ^(-2i/d) for i < d/2.
 torch::Tensor ropeFrequencies(int64_t headDim, double base);
 
+// The rotary angles' cosines and sines (L, d_head / 2) for positions offset..offset+L-1, made
+// once for a whole pass: its blocks of rows rotate with rotateInto instead of each making them.
+struct RotaryTable {
+    torch::Tensor cos, sin;
+};
+RotaryTable rotaryTable(int64_t offset, int64_t L, const torch::Tensor& inverseFrequencies,
+                        const torch::TensorOptions& options);
+// out = x (B, H, n, d_head) rotated as applyRotary does, with rows row0..row0+n-1 of the table;
+// out has x's shape (a view is fine) and shares no memory with it. On the CPU in float, one
+// pass with no temporaries, each entry computed as applyRotary computes it.
+void rotateInto(const torch::Tensor& x, const RotaryTable& table, int64_t row0, torch::Tensor out);
+
 }  // namespace relulens::core

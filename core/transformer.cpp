@@ -147,6 +147,7 @@ torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const Run
     // Each half multiplies on its own core: OpenBLAS's threads would only contend with them
     // (and spin between calls).
     SingleThreadedBlas oneBlasThread;
+    const auto rotary = rotaryTable(past, L, frequencies_, embedding_.options());  // every layer's
     const int64_t start = trace && trace->startResidual.defined() ? trace->startLayer : 0;
     auto x = start > 0 ? trace->startResidual : torch::embedding(embedding_, ids);  // (B, L, d)
     for (int64_t l = start; l < c.nLayers; ++l) {
@@ -160,8 +161,8 @@ torch::Tensor Transformer::forwardOnTwoCores(const torch::Tensor& ids, const Run
             auto heads = [&](const torch::Tensor& weight) {  // (B, n, d) -> (B, H, n, dh)
                 return torch::linear(h, weight).view({B, n, H, dh}).transpose(1, 2);
             };
-            q.narrow(2, r0, n).copy_(applyRotary(heads(w.wq), past + r0, frequencies_));
-            newKeys.narrow(2, r0, n).copy_(applyRotary(heads(w.wk), past + r0, frequencies_));
+            rotateInto(heads(w.wq), rotary, r0, q.narrow(2, r0, n));
+            rotateInto(heads(w.wk), rotary, r0, newKeys.narrow(2, r0, n));
             newValues.narrow(2, r0, n).copy_(heads(w.wv));
         });
         const auto [k, v] = withPast(trace, l, newKeys, newValues);

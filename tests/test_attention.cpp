@@ -1,6 +1,7 @@
 // Attention variants against values worked out by hand (PAPERS.md formulas) on a 3×3 example.
 // Masked entries hold a large score (9) so that a broken mask cannot go unnoticed.
 #include "core/attention.h"
+#include "core/language_model.h"
 #include "core_test.h"
 
 using namespace relulens::core;
@@ -156,4 +157,42 @@ TEST_CASE("variantNamesRoundTrip") {
     REQUIRE(relulens::test::contains(parseAttentionKind("x").error(), "stickbreaking"));
     AttentionSpec bad = spec(AttentionKind::Family, 2.5);
     REQUIRE(!validateAttentionSpec(bad).ok());
+}
+
+// Rotary position embedding from a table made once per pass (rotateInto) against a hand-worked
+// rotation, and against applyRotary (its tensor form) on the layout the forward pass uses.
+TEST_CASE("rotaryTablesRotateAsApplyRotaryDoes") {
+    torch::NoGradGuard noGrad;
+    // d_head 4: pairs (x0, x2) and (x1, x3) turn by position · 1 and position · 0.5 radians.
+    const auto frequencies = torch::tensor({1.0f, 0.5f});
+    const auto table =
+        rotaryTable(3, 2, frequencies, torch::TensorOptions().dtype(torch::kFloat32));
+    auto x = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f}).view({1, 1, 1, 4});
+    auto out = torch::empty_like(x);
+    rotateInto(x, table, 1, out);   // row 1 of the table: position 4
+    const double a = 4.0, b = 2.0;  // the two angles
+    const double expected[4] = {
+        1 * std::cos(a) - 3 * std::sin(a), 2 * std::cos(b) - 4 * std::sin(b),
+        1 * std::sin(a) + 3 * std::cos(a), 2 * std::sin(b) + 4 * std::cos(b)};
+    for (int i = 0; i < 4; ++i)
+        REQUIRE(out[0][0][0][i].item<double>() == doctest::Approx(expected[i]).epsilon(1e-6));
+
+    // (B, n, H, dh) made (B, H, n, dh) by a transpose, as the forward's heads are; rows 40.. of
+    // a table of positions 100..
+    const int64_t B = 2, n = 24, H = 3, dh = 10, row0 = 40;
+    const auto inverse = ropeFrequencies(dh, 10000.0);
+    const auto heads = torch::randn({B, n, H, dh}).transpose(1, 2);
+    const auto full = rotaryTable(100, 80, inverse, torch::TensorOptions().dtype(torch::kFloat32));
+    auto into = torch::zeros({B, H, 2 * n, dh});  // a view of half its rows
+    rotateInto(heads, full, row0, into.narrow(2, n, n));
+    const auto reference = applyRotary(heads, 100 + row0, inverse);
+    REQUIRE(torch::equal(into.narrow(2, n, n), reference));
+    REQUIRE((into.narrow(2, 0, n) == 0).all().item<bool>());  // nothing written outside it
+    // in double: the tensor path
+    const auto doubles = heads.to(torch::kFloat64);
+    const auto fullDouble =
+        rotaryTable(100, 80, inverse, torch::TensorOptions().dtype(torch::kFloat64));
+    auto outDouble = torch::empty({B, H, n, dh}, torch::kFloat64);
+    rotateInto(doubles, fullDouble, row0, outDouble);
+    REQUIRE(torch::allclose(outDouble, applyRotary(doubles, 100 + row0, inverse), 1e-12, 1e-12));
 }
