@@ -646,6 +646,27 @@ private Q_SLOTS:
         QVERIFY(error.contains("unknown format"));
     }
 
+    // A view shown and exported at once (as relulens render does): the export waits for the
+    // tile the map thread is building rather than building it again beside it, so that job's
+    // answer has been taken when the export returns (an export that built its own tile would
+    // leave it pending: nothing turns the event loop inside it).
+    void anExportWaitsForTheTileItsViewAskedFor() {
+        QTRY_VERIFY_WITH_TIMEOUT(MapJobs::instance().pending() == 0, 20000);
+        AttentionMapView view(state_);
+        view.resize(700, 500);
+        view.setAttribute(Qt::WA_DontShowOnScreen);
+        view.show();
+        view.refresh();
+        QVERIFY(MapJobs::instance().pending() > 0);  // its tile asked of the map thread
+        QTemporaryDir dir;
+        QString error;
+        QVERIFY2(view.exportTo(dir.filePath("map.png"), 1.0, &error), qPrintable(error));
+        QCOMPARE(MapJobs::instance().pending(), 0);
+        // and what it wrote is the view as drawn afterwards
+        const QImage expected = view.renderImage(1.0).convertToFormat(QImage::Format_RGB888);
+        QCOMPARE(QImage(dir.filePath("map.png")).convertToFormat(QImage::Format_RGB888), expected);
+    }
+
     void renderCommandDrawsTheSameImage() {
         state_->setLayer(1);
         state_->setHead(1);
