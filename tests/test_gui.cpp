@@ -3,6 +3,7 @@
 // exports are valid files, and `relulens render` draws the same image as the view.
 #include <QtTest>
 
+#include <zlib.h>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -14,10 +15,10 @@
 #include <QThread>
 #include <QTimer>
 #include <QToolButton>
+
+#include <functional>
 #ifdef __linux__
 #include <unistd.h>
-#include <zlib.h>
-#include <functional>
 #endif
 
 #include "core/device.h"
@@ -55,7 +56,6 @@ QString tinyModel() {
     return QString::fromStdString(relulens::test::dataPath("tiny"));
 }
 
-// Distinct colours in an image: a blank or single-colour figure has very few.
 // Runs `probe` over 250 ms in which a timer event, 20 ms in, calls atStart and then keeps the
 // GUI thread for 150 ms; returns what stop() returns (the longest gap).
 double probeABusyEvent(StallProbe& probe, const std::function<void()>& atStart = {}) {
@@ -75,6 +75,7 @@ double probeABusyEvent(StallProbe& probe, const std::function<void()>& atStart =
     return probe.stop();
 }
 
+// Distinct colours in an image: a blank or single-colour figure has very few.
 int distinctColours(const QImage& image) {
     QSet<QRgb> colours;
     for (int y = 0; y < image.height(); y += 3) {
@@ -649,7 +650,7 @@ private Q_SLOTS:
     // A view shown and exported at once (as relulens render does): the export waits for the
     // tile the map thread is building rather than building it again beside it, so that job's
     // answer has been taken when the export returns (an export that built its own tile would
-    // leave it pending: nothing turns the event loop inside it).
+    // leave it pending), and no other event ran meanwhile.
     void anExportWaitsForTheTileItsViewAskedFor() {
         QTRY_VERIFY_WITH_TIMEOUT(MapJobs::instance().pending() == 0, 20000);
         AttentionMapView view(state_);
@@ -658,10 +659,14 @@ private Q_SLOTS:
         view.show();
         view.refresh();
         QVERIFY(MapJobs::instance().pending() > 0);  // its tile asked of the map thread
+        // nothing else runs inside the wait (a handler could change what the view shows)
+        bool otherEventRan = false;
+        QTimer::singleShot(0, &view, [&] { otherEventRan = true; });
         QTemporaryDir dir;
         QString error;
         QVERIFY2(view.exportTo(dir.filePath("map.png"), 1.0, &error), qPrintable(error));
         QCOMPARE(MapJobs::instance().pending(), 0);
+        QVERIFY(!otherEventRan);
         // and what it wrote is the view as drawn afterwards
         const QImage expected = view.renderImage(1.0).convertToFormat(QImage::Format_RGB888);
         QCOMPARE(QImage(dir.filePath("map.png")).convertToFormat(QImage::Format_RGB888), expected);

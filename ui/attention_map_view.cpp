@@ -1,7 +1,6 @@
 #include "ui/attention_map_view.h"
 
 #include <QComboBox>
-#include <QEventLoop>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
@@ -281,11 +280,10 @@ void AttentionMapView::ensureCurrentTile() {
     auto shown = [&] { return shown_.result == tile.result && shown_.key == tile.key; };
     if (!tile.result || shown()) return;
     // The map thread is already building this very tile (a view shown and exported at once, as
-    // `relulens render` does): wait for it rather than build it a second time beside it.
+    // `relulens render` does): wait for its answer rather than build it a second time beside
+    // it. Only the map thread's answers run meanwhile, so what is wanted cannot change.
     if (requested_ == requestId(tile)) {
-        QEventLoop loop;
-        while (channel_.pending() && !shown())
-            loop.processEvents(QEventLoop::ExcludeUserInputEvents | QEventLoop::WaitForMoreEvents);
+        MapJobs::instance().finish(channel_);
         if (shown()) return;
     }
     channel_.supersede();

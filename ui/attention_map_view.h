@@ -74,8 +74,10 @@ private:
     void applyTile(Tile tile);                   // on the GUI thread: draws it
     void applyScale();
     void updateSelection();
-    void refreshTile();        // asks the map thread for the visible tile when it changed
-    void ensureCurrentTile();  // builds it here and now (exports)
+    void refreshTile();  // asks the map thread for the visible tile when it changed
+    // For exports: the visible tile now, taken from the map thread when it is building this very
+    // tile, else built here.
+    void ensureCurrentTile();
 
     QCustomPlot* plot_;
     QCPColorMap* map_;

@@ -1,6 +1,7 @@
 #include "ui/map_jobs.h"
 
 #include <QCoreApplication>
+#include <QEvent>
 
 #include "core/device.h"
 #include "core/second_core.h"
@@ -26,6 +27,30 @@ MapJobs::~MapJobs() {
     thread_.quit();
     thread_.wait();
     delete worker_;  // its thread has stopped (a deleteLater would never run there)
+}
+
+void MapJobs::noteAnswerPosted() {
+    {
+        std::lock_guard<std::mutex> lock(answersMutex_);
+        ++answersPosted_;
+    }
+    answered_.notify_all();
+}
+
+void MapJobs::finish(MapChannel& channel) {
+    for (;;) {
+        quint64 seen = 0;
+        {
+            std::lock_guard<std::mutex> lock(answersMutex_);
+            seen = answersPosted_;
+        }
+        // Answers are queued calls on this object: deliver those posted so far, nothing else.
+        QCoreApplication::sendPostedEvents(this, QEvent::MetaCall);
+        if (!channel.pending()) return;
+        // An answer posted after `seen` was read ends the wait at once.
+        std::unique_lock<std::mutex> lock(answersMutex_);
+        answered_.wait(lock, [&] { return answersPosted_ != seen; });
+    }
 }
 
 void MapJobs::configureThread() {

@@ -8,9 +8,11 @@
 #include <QString>
 #include <QThread>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 namespace relulens::ui {
 
@@ -77,8 +79,15 @@ public:
                         }
                         if (--pending_ == 0) Q_EMIT idle();
                     });
+                noteAnswerPosted();
             });
     }
+
+    // Blocks the calling (GUI) thread until every request posted on `channel` is answered, its
+    // answers delivered as usual (and those of requests queued before them on other channels).
+    // Only these answers are delivered meanwhile: no other event (input, timers, deletions)
+    // runs inside the wait. For an export that needs the tile its view already asked for.
+    void finish(MapChannel& channel);
 
     // Requests posted and not yet answered, over every channel (for tests and the benchmark).
     int pending() const { return pending_; }
@@ -91,6 +100,11 @@ Q_SIGNALS:
 private:
     explicit MapJobs(QObject* parent);
     static void configureThread();
+    void noteAnswerPosted();  // on the map thread, after an answer is posted to this object
+
+    std::mutex answersMutex_;
+    std::condition_variable answered_;
+    quint64 answersPosted_ = 0;  // under answersMutex_
 
     QThread thread_;
     QObject* worker_;  // lives on thread_: the context the work runs in
