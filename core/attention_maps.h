@@ -45,9 +45,10 @@ public:
     // the same rows may be added from two threads at once.
     void add(const torch::Tensor& values, int64_t rowOffset, int64_t headBegin = 0);
     torch::Tensor result() const;  // (H, outRows, outKeys) CPU float
-    // The same, made in the map's own storage, for a map that takes no more rows: no second
-    // tensor of the map's size. (A 1,024-token map pooled to 941 × 755 cells: 1 ms; the tensor
-    // expression's four temporaries took 17 ms, most of it in fresh pages.)
+    // The same, made in the map's own storage: no second tensor of the map's size. The map is
+    // spent afterwards (no add, result or finish after it). (A 1,024-token map pooled to 941 ×
+    // 755 cells: 1 ms; the tensor expression's four temporaries took 1–17 ms, the slow runs in
+    // fresh pages.)
     torch::Tensor finish();
     int64_t outRows() const { return outRows_; }
     int64_t outKeys() const { return outKeys_; }

@@ -81,6 +81,7 @@ RotaryTable rotaryTable(int64_t offset, int64_t L, const torch::Tensor& inverseF
 void rotateInto(const torch::Tensor& x, const RotaryTable& table, int64_t row0, torch::Tensor out) {
     const int64_t n = x.size(-2), half = x.size(-1) / 2;
     const auto cos = table.cos.narrow(0, row0, n), sin = table.sin.narrow(0, row0, n);
+    TORCH_CHECK(!out.is_alias_of(x), "rotateInto: the output shares memory with the input");
     if (x.is_cpu() && x.dim() == 4 && x.scalar_type() == torch::kFloat32 &&
         out.scalar_type() == torch::kFloat32 && cos.scalar_type() == torch::kFloat32 &&
         x.stride(3) == 1 && out.stride(3) == 1 && cos.is_contiguous() && sin.is_contiguous()) {
@@ -97,9 +98,9 @@ void rotateInto(const torch::Tensor& x, const RotaryTable& table, int64_t row0, 
                     float* o2 = o1 + half;
                     const float* c = cp + r * half;
                     const float* s = sp + r * half;
-                    // two products, then their difference or sum, each rounded to float
-                    // as the tensor form rounds them (no fused multiply-add: the portable
-                    // build has none)
+                    // two products, then their difference or sum, as the tensor form computes
+                    // them (bit for bit where the compiler fuses no multiply-add, as on
+                    // x86-64 without -mfma)
                     for (int64_t i = 0; i < half; ++i) {
                         const float p = x1[i] * c[i], q = x2[i] * s[i];
                         const float u = x1[i] * s[i], w = x2[i] * c[i];

@@ -171,7 +171,7 @@ RotaryTable rotaryTable(int64_t offset, int64_t L, const torch::Tensor& inverseF
                         const torch::TensorOptions& options);
 // out = x (B, H, n, d_head) rotated as applyRotary does, with rows row0..row0+n-1 of the table;
 // out has x's shape (a view is fine) and shares no memory with it. On the CPU in float, one
-// pass with no temporaries, each entry computed as applyRotary computes it.
+// pass with no temporaries, each entry computed as applyRotary's tensor form computes it.
 void rotateInto(const torch::Tensor& x, const RotaryTable& table, int64_t row0, torch::Tensor out);
 
 }  // namespace relulens::core

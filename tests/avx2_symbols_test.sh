@@ -11,7 +11,10 @@ failed=0
 for object in "$@"; do
   case "$object" in *_avx2.cpp.o | *_avx2.cpp.obj) ;; *) continue ;; esac
   checked=$((checked + 1))
+  # (read here, not in a process substitution, so that a failing nm fails the test)
+  symbols="$(nm -C --defined-only --extern-only "$object")"
   while read -r _ kind name; do
+    [ -n "$kind" ] || continue
     ok=0
     if [[ "$kind" != [WwVvu] ]]; then
       for prefix in "${allowed[@]}"; do
@@ -25,7 +28,7 @@ for object in "$@"; do
       echo "FAIL: $(basename "$object") defines $kind $name"
       failed=1
     fi
-  done < <(nm -C --defined-only --extern-only "$object" | grep -v '^$' | grep -v ':$')
+  done <<<"$symbols"
 done
 if [ "$checked" -eq 0 ]; then
   echo "FAIL: no *_avx2.cpp.o object among the $# given"

@@ -186,7 +186,9 @@ TEST_CASE("rotaryTablesRotateAsApplyRotaryDoes") {
     auto into = torch::zeros({B, H, 2 * n, dh});  // a view of half its rows
     rotateInto(heads, full, row0, into.narrow(2, n, n));
     const auto reference = applyRotary(heads, 100 + row0, inverse);
-    REQUIRE(torch::equal(into.narrow(2, n, n), reference));
+    // (bit for bit on x86-64 builds; a compiler that fuses multiply-adds may differ in the last
+    // place)
+    REQUIRE(torch::allclose(into.narrow(2, n, n), reference, 1e-6, 1e-6));
     REQUIRE((into.narrow(2, 0, n) == 0).all().item<bool>());  // nothing written outside it
     // in double: the tensor path
     const auto doubles = heads.to(torch::kFloat64);
